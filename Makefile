@@ -1,0 +1,48 @@
+# busprof: the two entry points of the README.
+#   make demo   install what is missing, build, run the demo on the simulated hypervisor
+#   make test   install what is missing, build, run the test suite through ctest
+# Other targets: build, deps, system-test, bench, format, clean.
+
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CTEST_LABELS ?= fast
+DEPS = cmake g++ gcc make pkg-config python3 sqlite3 libsqlite3-dev libcli11-dev \
+       libgtest-dev libgmock-dev libxen-dev
+
+.PHONY: demo test build deps system-test bench format clean
+
+demo: build
+	$(BUILD)/dom0-tool/busprof demo --db busprof-demo.db
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) -L '$(CTEST_LABELS)'
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(BUILD) -j$(JOBS)
+
+# Installs the Debian packages that are missing (needs root; otherwise says which).
+deps:
+	@missing=""; for p in $(DEPS); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	    if [ "$$(id -u)" = 0 ]; then \
+	        echo "installing:$$missing"; \
+	        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	    else \
+	        echo "missing Debian packages:$$missing (run as root or: sudo apt-get install$$missing)"; exit 1; \
+	    fi; \
+	fi
+
+system-test: build
+	tests/system/run.sh
+
+bench: build
+	$(BUILD)/tests/busprof-bench
+
+format:
+	clang-format -i $$(git ls-files '*.cpp' '*.hpp' | grep -v '^xen-patches/')
+
+clean:
+	rm -rf $(BUILD)

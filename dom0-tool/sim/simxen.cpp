@@ -1,0 +1,667 @@
+#include "simxen.h"
+
+#include "error.h"
+#include "seqpacket.h"
+
+extern "C" {
+#include <xen/busprof.h>
+#include <xen/hvm/ioreq.h>
+#include "sim-proto.h"
+}
+
+#include <cstring>
+#include <poll.h>
+#include <sstream>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+namespace busprof::sim {
+
+// ---------------------------------------------------------------- parsing
+
+static unsigned long parse_port(const std::string& s, const std::string& whole) {
+    if (s.empty())
+        throw UserError("malformed port range '" + whole + "'", "write ranges as FIRST-LAST, e.g. 0x3f8-0x3ff");
+    size_t used = 0;
+    unsigned long v;
+    try {
+        v = std::stoul(s, &used, 0);
+    } catch (const std::exception&) {
+        throw UserError("malformed port '" + s + "' in '" + whole + "'",
+                        "ports are numbers such as 0x3f8 or 1016");
+    }
+    if (used != s.size())
+        throw UserError("malformed port '" + s + "' in '" + whole + "'",
+                        "ports are numbers such as 0x3f8 or 1016");
+    if (v > 0xffff)
+        throw UserError("port " + s + " is above 0xffff", "x86 I/O ports are 0x0-0xffff");
+    return v;
+}
+
+std::vector<PortRange> parse_port_ranges(const std::string& text) {
+    std::vector<PortRange> out;
+    std::stringstream ss(text);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        auto dash = item.find('-');
+        unsigned long first = parse_port(item.substr(0, dash), item);
+        unsigned long last =
+            dash == std::string::npos ? first : parse_port(item.substr(dash + 1), item);
+        if (first > last)
+            throw UserError("reversed port range '" + item + "'",
+                            "the first port must not be above the last");
+        out.push_back({static_cast<uint16_t>(first), static_cast<uint16_t>(last)});
+    }
+    if (out.empty())
+        throw UserError("empty port range list", "e.g. 0x3f8-0x3ff,0x70-0x71");
+    return out;
+}
+
+DomainConfig parse_domain_config(const std::string& text) {
+    std::vector<std::string> f;
+    std::stringstream ss(text);
+    std::string item;
+    while (std::getline(ss, item, ':'))
+        f.push_back(item);
+    if (f.size() < 3 || f.size() > 4)
+        throw UserError("malformed domain '" + text + "'", "use DOMID:NAME:PORTS[:VCPUS]");
+    DomainConfig c;
+    unsigned long id = std::stoul(f[0], nullptr, 0);
+    if (id == 0 || id >= 0x7ff0)
+        throw UserError("domain id " + f[0] + " out of range", "guests have ids 1..32751");
+    c.domid = static_cast<uint16_t>(id);
+    c.name = f[1];
+    c.ioports = parse_port_ranges(f[2]);
+    if (f.size() == 4)
+        c.vcpus = static_cast<unsigned>(std::stoul(f[3]));
+    if (c.vcpus == 0 || c.vcpus > 64)
+        throw UserError("bad vCPU count in '" + text + "'", "1..64 vCPUs");
+    return c;
+}
+
+// ---------------------------------------------------------------- state
+
+struct SimHypervisor::Conn {
+    int id;
+    FD sock;
+    int role = 0;
+    Domain* dom = nullptr; // guest connections
+    unsigned vcpu = 0;
+};
+
+struct SimHypervisor::Domain {
+    struct domain d {};
+    std::vector<struct vcpu> vcpus;
+    DomainConfig cfg;
+    busprof_rangeset ioports{};
+    std::mutex mu; // everything below
+    std::vector<bool> vcpu_used;
+    // The profiler's ioreq server (at most one, id 0).
+    bool server = false;
+    int server_owner = 0;
+    busprof_rangeset server_ports{};
+    FD ioreq_fd;
+    shared_iopage_t* ioreq = nullptr;
+    std::vector<FD> to_dm, from_dm;
+    // Xen-bound event channels, by port.
+    std::vector<FD> evtchn;
+};
+
+static SimHypervisor::Domain* host_of(const struct domain* d) {
+    return static_cast<SimHypervisor::Domain*>(d->host);
+}
+
+static FD make_memfd(const char* name, size_t size, void** map) {
+    FD fd(::memfd_create(name, MFD_CLOEXEC));
+    if (!fd)
+        throw_errno("memfd_create");
+    if (::ftruncate(fd.get(), static_cast<off_t>(size)) < 0)
+        throw_errno("ftruncate");
+    *map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+    if (*map == MAP_FAILED)
+        throw_errno("mmap");
+    return fd;
+}
+
+static FD make_eventfd() {
+    FD fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!fd)
+        throw_errno("eventfd");
+    return fd;
+}
+
+// The hypervisor the host hooks belong to (one per process).
+static SimHypervisor* g_sim;
+static std::vector<SimHypervisor::Domain*>* g_domains;
+
+} // namespace busprof::sim
+
+using busprof::sim::host_of;
+using busprof::sim::SimHypervisor;
+
+// ---------------------------------------------------------------- host hooks
+
+extern "C" {
+
+struct domain* busprof_host_get_target(struct domain* caller, domid_t domid, int* rc) {
+    if (caller->domain_id != 0) {
+        *rc = -EPERM;
+        return nullptr;
+    }
+    for (auto* dom : *busprof::sim::g_domains)
+        if (dom->d.domain_id == domid)
+            return &dom->d;
+    *rc = -ESRCH;
+    return nullptr;
+}
+
+void busprof_host_put_target(struct domain*) {}
+
+bool busprof_host_ioports_permitted(const struct domain* d, unsigned int first,
+                                    unsigned int last) {
+    return busprof_ranges_covers(&host_of(d)->ioports, first, last);
+}
+
+int busprof_host_map_ports(struct domain* d, uint16_t ioservid, unsigned int first,
+                           unsigned int last, bool map) {
+    auto* dom = host_of(d);
+    std::lock_guard lk(dom->mu);
+    if (!dom->server || ioservid != 0)
+        return -ENOENT;
+    return map ? busprof_ranges_add(&dom->server_ports, first, last, true)
+               : busprof_ranges_remove(&dom->server_ports, first, last, false);
+}
+
+struct xen_busprof_page* busprof_host_page_alloc(struct domain* d) {
+    void* map = nullptr;
+    try {
+        auto fd = busprof::sim::make_memfd("busprof-page", 4096, &map);
+        // Xen hands the page out by XENMEM_acquire_resource; here by fd.
+        std::lock_guard lk(host_of(d)->mu);
+        host_of(d)->evtchn.resize(std::max<size_t>(host_of(d)->evtchn.size(), 1));
+        static_assert(sizeof(struct xen_busprof_page) <= 4096);
+        host_of(d)->evtchn[0] = std::move(fd); // slot 0 keeps the page fd
+    } catch (const std::exception&) {
+        return nullptr;
+    }
+    return static_cast<struct xen_busprof_page*>(map);
+}
+
+void busprof_host_page_free(struct domain* d, struct xen_busprof_page* pg) {
+    ::munmap(pg, 4096);
+    std::lock_guard lk(host_of(d)->mu);
+    host_of(d)->evtchn[0].reset();
+}
+
+int busprof_host_evtchn_alloc(struct domain* d, domid_t) {
+    try {
+        std::lock_guard lk(host_of(d)->mu);
+        host_of(d)->evtchn.push_back(busprof::sim::make_eventfd());
+        return static_cast<int>(host_of(d)->evtchn.size() - 1);
+    } catch (const std::exception&) {
+        return -ENOMEM;
+    }
+}
+
+void busprof_host_evtchn_notify(struct domain* d, unsigned int port) {
+    std::lock_guard lk(host_of(d)->mu);
+    if (port < host_of(d)->evtchn.size() && host_of(d)->evtchn[port]) {
+        uint64_t one = 1;
+        (void)!::write(host_of(d)->evtchn[port].get(), &one, sizeof(one));
+    }
+}
+
+void busprof_host_evtchn_free(struct domain* d, unsigned int port) {
+    std::lock_guard lk(host_of(d)->mu);
+    if (port > 0 && port < host_of(d)->evtchn.size())
+        host_of(d)->evtchn[port].reset();
+}
+
+uint64_t busprof_host_tsc(void) { return static_cast<uint64_t>(NOW()); }
+uint32_t busprof_host_tsc_khz(void) { return 1000000; }
+uint32_t busprof_host_clock_flags(void) { return XEN_BUSPROF_PAGE_CLOCK_MONOTONIC; }
+
+} // extern "C"
+
+namespace busprof::sim {
+
+// ---------------------------------------------------------------- server
+
+SimHypervisor::SimHypervisor(std::string socket_path, std::vector<DomainConfig> domains)
+    : socket_path_(std::move(socket_path)) {
+    static std::vector<Domain*> all;
+    all.clear();
+    g_sim = this;
+    g_domains = &all;
+    for (auto& cfg : domains) {
+        for (auto& other : domains_)
+            if (other->cfg.domid == cfg.domid || other->cfg.name == cfg.name)
+                throw UserError("domain " + cfg.name + " configured twice");
+        auto dom = std::make_unique<Domain>();
+        dom->cfg = cfg;
+        dom->d.domain_id = cfg.domid;
+        dom->d.max_vcpus = cfg.vcpus;
+        dom->d.host = dom.get();
+        dom->vcpus.resize(cfg.vcpus);
+        for (unsigned i = 0; i < cfg.vcpus; i++)
+            dom->vcpus[i] = {i, &dom->d};
+        dom->vcpu_used.assign(cfg.vcpus, false);
+        for (auto r : cfg.ioports)
+            if (busprof_ranges_add(&dom->ioports, r.first, r.last, true))
+                throw UserError("too many I/O port ranges for domain " + cfg.name);
+        all.push_back(dom.get());
+        domains_.push_back(std::move(dom));
+    }
+    dom0_ = std::make_unique<Domain>();
+    dom0_->d.domain_id = 0;
+    dom0_->d.max_vcpus = 1;
+    dom0_->d.host = dom0_.get();
+    dom0_->vcpus.push_back({0, &dom0_->d});
+    listen_ = seqpacket_listen(socket_path_);
+    wake_ = make_eventfd();
+}
+
+SimHypervisor::~SimHypervisor() {
+    stop();
+    std::vector<std::thread> threads;
+    {
+        std::lock_guard lk(threads_mu_);
+        threads.swap(threads_);
+    }
+    for (auto& t : threads)
+        if (t.joinable())
+            t.join();
+    for (auto& dom : domains_)
+        busprof_domain_destroy(&dom->d);
+    ::unlink(socket_path_.c_str());
+}
+
+void SimHypervisor::stop() {
+    stopping_ = true;
+    uint64_t one = 1;
+    if (wake_)
+        (void)!::write(wake_.get(), &one, sizeof(one));
+}
+
+SimHypervisor::Domain* SimHypervisor::find(uint16_t domid) {
+    for (auto& d : domains_)
+        if (d->cfg.domid == domid)
+            return d.get();
+    return nullptr;
+}
+
+SimHypervisor::Domain* SimHypervisor::find(const std::string& name) {
+    for (auto& d : domains_)
+        if (d->cfg.name == name)
+            return d.get();
+    return nullptr;
+}
+
+void SimHypervisor::run() {
+    while (!stopping_) {
+        pollfd p[2] = {{listen_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+        if (::poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            throw_errno("poll");
+        }
+        if (stopping_)
+            break;
+        if (!(p[0].revents & POLLIN))
+            continue;
+        int s = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+        if (s < 0)
+            continue;
+        auto c = std::make_shared<Conn>();
+        c->id = next_conn_id_++;
+        c->sock = FD(s);
+        std::lock_guard lk(threads_mu_);
+        threads_.emplace_back([this, c] { serve(c); });
+    }
+    // Unblock every connection thread.
+    std::lock_guard lk(threads_mu_);
+    for (auto& dom : domains_) {
+        std::lock_guard dl(dom->mu);
+        for (auto& f : dom->from_dm) {
+            uint64_t one = 1;
+            (void)!::write(f.get(), &one, sizeof(one));
+        }
+    }
+}
+
+void SimHypervisor::serve(std::shared_ptr<Conn> c) {
+    std::vector<uint8_t> buf(sizeof(bp_sim_msg) +
+                             XEN_BUSPROF_EXTRACT_MAX * sizeof(xen_busprof_record));
+    while (!stopping_) {
+        pollfd p[2] = {{c->sock.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+        if (::poll(p, 2, -1) < 0 && errno != EINTR)
+            break;
+        if (stopping_)
+            break;
+        if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
+        size_t n;
+        try {
+            n = recv_msg(c->sock.get(), buf.data(), buf.size());
+        } catch (const SystemError&) {
+            break;
+        }
+        if (n == 0)
+            break;
+        bp_sim_msg m{};
+        if (n < sizeof(m)) {
+            // A malformed message is answered, never trusted.
+            m.type = 0;
+            m.rc = -EINVAL;
+            try {
+                send_msg(c->sock.get(), &m, sizeof(m));
+            } catch (const SystemError&) {
+                break;
+            }
+            continue;
+        }
+        std::memcpy(&m, buf.data(), sizeof(m));
+        std::vector<uint8_t> payload(buf.begin() + sizeof(m), buf.begin() + n);
+        try {
+            handle(*c, m, payload);
+        } catch (const SystemError&) {
+            break;
+        }
+    }
+    drop_conn(*c);
+}
+
+void SimHypervisor::drop_conn(Conn& c) {
+    if (c.role == BP_SIM_ROLE_GUEST && c.dom) {
+        std::lock_guard lk(c.dom->mu);
+        c.dom->vcpu_used[c.vcpu] = false;
+        return;
+    }
+    if (c.role != BP_SIM_ROLE_DOM0)
+        return;
+    // The profiler went away: detach it from every domain it served and
+    // complete pending accesses, as Xen's timeout would.
+    for (auto& dom : domains_) {
+        bool owned;
+        {
+            std::lock_guard lk(dom->mu);
+            owned = dom->server && dom->server_owner == c.id;
+        }
+        if (!owned)
+            continue;
+        busprof_detach_domain(&dom->d);
+        std::lock_guard lk(dom->mu);
+        dom->server = false;
+        dom->server_ports.nr = 0;
+        for (auto& f : dom->from_dm) {
+            uint64_t one = 1;
+            (void)!::write(f.get(), &one, sizeof(one));
+        }
+    }
+}
+
+void SimHypervisor::handle(Conn& c, const bp_sim_msg& m, const std::vector<uint8_t>& payload) {
+    bp_sim_msg r = m;
+    r.rc = 0;
+    r.nr = 0;
+    std::vector<uint8_t> out;
+    std::vector<int> fds;
+
+    if (m.version != BP_SIM_VERSION) {
+        r.rc = -EPROTO;
+        send_msg(c.sock.get(), &r, sizeof(r));
+        return;
+    }
+    if (m.type != BP_SIM_HELLO && !c.role) {
+        r.rc = -EPROTO;
+        send_msg(c.sock.get(), &r, sizeof(r));
+        return;
+    }
+
+    switch (m.type) {
+    case BP_SIM_HELLO:
+        if (c.role) {
+            r.rc = -EALREADY;
+        } else if (m.role == BP_SIM_ROLE_DOM0) {
+            c.role = BP_SIM_ROLE_DOM0;
+        } else if (m.role == BP_SIM_ROLE_GUEST) {
+            Domain* dom = find(m.domid);
+            if (!dom) {
+                r.rc = -ESRCH;
+                break;
+            }
+            std::lock_guard lk(dom->mu);
+            unsigned v = 0;
+            while (v < dom->vcpu_used.size() && dom->vcpu_used[v])
+                v++;
+            if (v == dom->vcpu_used.size()) {
+                r.rc = -EBUSY; // every vCPU has a connection
+                break;
+            }
+            dom->vcpu_used[v] = true;
+            c.role = BP_SIM_ROLE_GUEST;
+            c.dom = dom;
+            c.vcpu = v;
+            r.vcpu = static_cast<uint16_t>(v);
+            r.nr_vcpus = static_cast<uint16_t>(dom->cfg.vcpus);
+        } else {
+            r.rc = -EINVAL;
+        }
+        break;
+
+    case BP_SIM_HYPERCALL:
+        hypercall(c, m, payload, r, out);
+        break;
+
+    case BP_SIM_PIO:
+        if (c.role != BP_SIM_ROLE_GUEST) {
+            r.rc = -EPERM;
+            break;
+        }
+        pio(c, r);
+        break;
+
+    case BP_SIM_LOOKUP_DOMAIN: {
+        if (c.role != BP_SIM_ROLE_DOM0) {
+            r.rc = -EPERM;
+            break;
+        }
+        std::string name(m.name, strnlen(m.name, sizeof(m.name)));
+        Domain* dom = name.empty() ? find(m.domid) : find(name);
+        if (!dom) {
+            r.rc = -ESRCH;
+            break;
+        }
+        r.domid = dom->cfg.domid;
+        r.nr_vcpus = static_cast<uint16_t>(dom->cfg.vcpus);
+        std::memset(r.name, 0, sizeof(r.name));
+        std::strncpy(r.name, dom->cfg.name.c_str(), sizeof(r.name) - 1);
+        break;
+    }
+
+    case BP_SIM_CREATE_IOREQ_SERVER: {
+        Domain* dom = c.role == BP_SIM_ROLE_DOM0 ? find(m.domid) : nullptr;
+        if (!dom) {
+            r.rc = c.role == BP_SIM_ROLE_DOM0 ? -ESRCH : -EPERM;
+            break;
+        }
+        std::lock_guard lk(dom->mu);
+        if (dom->server) {
+            r.rc = -EEXIST;
+            break;
+        }
+        void* map;
+        dom->ioreq_fd = make_memfd("ioreq", 4096, &map);
+        dom->ioreq = static_cast<shared_iopage_t*>(map);
+        dom->to_dm.clear();
+        dom->from_dm.clear();
+        for (unsigned v = 0; v < dom->cfg.vcpus; v++) {
+            dom->to_dm.push_back(make_eventfd());
+            dom->from_dm.push_back(make_eventfd());
+        }
+        dom->server = true;
+        dom->server_owner = c.id;
+        dom->server_ports.nr = 0;
+        r.ioservid = 0;
+        r.nr_vcpus = static_cast<uint16_t>(dom->cfg.vcpus);
+        fds.push_back(dom->ioreq_fd.get());
+        for (unsigned v = 0; v < dom->cfg.vcpus; v++) {
+            fds.push_back(dom->to_dm[v].get());
+            fds.push_back(dom->from_dm[v].get());
+        }
+        break;
+    }
+
+    case BP_SIM_ACQUIRE_PAGE:
+    case BP_SIM_BIND_EVTCHN: {
+        Domain* dom = c.role == BP_SIM_ROLE_DOM0 ? find(m.domid) : nullptr;
+        if (!dom) {
+            r.rc = c.role == BP_SIM_ROLE_DOM0 ? -ESRCH : -EPERM;
+            break;
+        }
+        std::lock_guard lk(dom->mu);
+        // Slot 0 holds the busprof page, 1.. are event channels.
+        unsigned slot = m.type == BP_SIM_ACQUIRE_PAGE ? 0 : m.port;
+        if ((m.type == BP_SIM_BIND_EVTCHN && slot == 0) || slot >= dom->evtchn.size() ||
+            !dom->evtchn[slot]) {
+            r.rc = -ENOENT;
+            break;
+        }
+        fds.push_back(dom->evtchn[slot].get());
+        break;
+    }
+
+    default:
+        r.rc = -EOPNOTSUPP;
+    }
+
+    r.nr = static_cast<uint32_t>(out.size() / sizeof(xen_busprof_record));
+    std::vector<uint8_t> msg(sizeof(r) + out.size());
+    std::memcpy(msg.data(), &r, sizeof(r));
+    if (!out.empty())
+        std::memcpy(msg.data() + sizeof(r), out.data(), out.size());
+    send_msg(c.sock.get(), msg.data(), msg.size(), fds);
+}
+
+void SimHypervisor::hypercall(Conn& c, const bp_sim_msg& m, const std::vector<uint8_t>& payload,
+                              bp_sim_msg& r, std::vector<uint8_t>& out) {
+    struct vcpu* v = c.role == BP_SIM_ROLE_GUEST ? &c.dom->vcpus[c.vcpu] : &dom0_->vcpus[0];
+    alignas(8) uint8_t arg[BP_SIM_ARG_MAX];
+    std::memcpy(arg, m.arg, sizeof(arg));
+    std::vector<xen_busprof_record> records;
+
+    // Point guest handles at buffers here, as Xen would at guest memory.
+    if (m.cmd == XEN_BUSPROF_extract && c.role == BP_SIM_ROLE_GUEST) {
+        auto* x = reinterpret_cast<xen_busprof_extract*>(arg);
+        records.resize(std::min<uint32_t>(x->nr, XEN_BUSPROF_EXTRACT_MAX));
+        set_xen_guest_handle(x->buffer, records.data());
+    } else if (m.cmd == XEN_BUSPROF_extract_reply) {
+        auto* x = reinterpret_cast<xen_busprof_extract_reply*>(arg);
+        if (payload.size() != m.nr * sizeof(xen_busprof_record) || x->nr != m.nr) {
+            r.rc = -EINVAL;
+            return;
+        }
+        records.resize(m.nr);
+        std::memcpy(records.data(), payload.data(), payload.size());
+        set_xen_guest_handle(x->records, records.data());
+    }
+
+    XEN_GUEST_HANDLE_PARAM(void) h;
+    set_xen_guest_handle(h, arg);
+    r.rc = static_cast<int32_t>(busprof_op(v, m.cmd, h));
+    std::memcpy(r.arg, arg, sizeof(r.arg));
+
+    if (m.cmd == XEN_BUSPROF_extract && c.role == BP_SIM_ROLE_GUEST && r.rc == 0) {
+        auto* x = reinterpret_cast<xen_busprof_extract*>(arg);
+        out.resize(std::min<size_t>(x->nr, records.size()) * sizeof(xen_busprof_record));
+        std::memcpy(out.data(), records.data(), out.size());
+    }
+}
+
+// A guest's IN/OUT: what Xen's handle_pio and ioreq_send do.
+void SimHypervisor::pio(Conn& c, bp_sim_msg& r) {
+    Domain* dom = c.dom;
+    struct vcpu* v = &dom->vcpus[c.vcpu];
+    unsigned size = r.size;
+    const uint32_t ones = size == 4 ? 0xffffffffu : (1u << (8 * size)) - 1;
+
+    if ((size != 1 && size != 2 && size != 4) || r.port > 0xffff ||
+        r.dir > XEN_BUSPROF_DIR_IN) {
+        r.rc = -EINVAL;
+        return;
+    }
+    if (!busprof_ranges_covers(&dom->ioports, r.port, r.port + size - 1)) {
+        // Not the domain's port: the real CPU would raise #GP.
+        r.rc = -EPERM;
+        return;
+    }
+
+    if (busprof_pio_trapped(&dom->d, r.port, size))
+        busprof_stamp_trap(v, r.rip);
+
+    ioreq_t* p;
+    int to_dm, from_dm;
+    {
+        std::lock_guard lk(dom->mu);
+        if (!dom->server ||
+            !busprof_ranges_covers(&dom->server_ports, r.port, r.port + size - 1)) {
+            // No ioreq server claims it: reads float high, writes vanish.
+            if (r.dir == XEN_BUSPROF_DIR_IN)
+                r.value = ones;
+            return;
+        }
+        p = &dom->ioreq->vcpu_ioreq[c.vcpu];
+        to_dm = dom->to_dm[c.vcpu].get();
+        from_dm = dom->from_dm[c.vcpu].get();
+        p->addr = r.port;
+        p->data = r.dir == XEN_BUSPROF_DIR_OUT ? r.value : 0;
+        p->count = 1;
+        p->size = size;
+        p->vp_eport = c.vcpu;
+        p->data_is_ptr = 0;
+        p->dir = r.dir == XEN_BUSPROF_DIR_IN ? IOREQ_READ : IOREQ_WRITE;
+        p->df = 0;
+        p->type = IOREQ_TYPE_PIO;
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+        p->state = STATE_IOREQ_READY;
+    }
+    uint64_t one = 1;
+    (void)!::write(to_dm, &one, sizeof(one));
+
+    unsigned timeout_ms = busprof_timeout_ms(&dom->d);
+    if (!timeout_ms)
+        timeout_ms = 1000;
+    s_time_t deadline = NOW() + MILLISECS(timeout_ms);
+    for (;;) {
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (p->state == STATE_IORESP_READY)
+            break;
+        bool dead;
+        {
+            std::lock_guard lk(dom->mu);
+            dead = !dom->server;
+        }
+        s_time_t left = deadline - NOW();
+        if (dead || left <= 0 || stopping_) {
+            // The profiler died or hung: complete the access as an
+            // unclaimed port and drop the traps, never leave the vCPU stuck.
+            p->state = STATE_IOREQ_NONE;
+            busprof_access_timeout(v, r.port);
+            if (r.dir == XEN_BUSPROF_DIR_IN)
+                r.value = ones;
+            r.rc = 0;
+            return;
+        }
+        pollfd pf{from_dm, POLLIN, 0};
+        ::poll(&pf, 1, static_cast<int>(std::min<s_time_t>(left / 1000000 + 1, 100)));
+        uint64_t cnt;
+        (void)!::read(from_dm, &cnt, sizeof(cnt));
+    }
+    if (r.dir == XEN_BUSPROF_DIR_IN)
+        r.value = static_cast<uint32_t>(p->data) & ones;
+    p->state = STATE_IOREQ_NONE;
+    busprof_stamp_resume(v);
+}
+
+} // namespace busprof::sim

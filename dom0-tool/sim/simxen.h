@@ -1,0 +1,74 @@
+// The simulated hypervisor: hosts the hypervisor-side C of xen-patches/
+// (xen/common/busprof) behind the userspace shim and serves guests and dom0
+// programs over the protocol of xen-patches/shim/sim-proto.h.
+#pragma once
+
+#include "fd.h"
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+struct bp_sim_msg;
+
+namespace busprof::sim {
+
+struct PortRange {
+    uint16_t first;
+    uint16_t last;
+};
+
+// "0x3f8-0x3ff,0x70-0x71" -> ranges.  Throws UserError on malformed input.
+std::vector<PortRange> parse_port_ranges(const std::string& text);
+
+struct DomainConfig {
+    uint16_t domid;
+    std::string name;
+    std::vector<PortRange> ioports; // what the domain may access at all
+    unsigned vcpus = 4;
+};
+
+// "1:demo:0x3f8-0x3ff,0x70-0x71[:4]" -> DomainConfig.  Throws UserError.
+DomainConfig parse_domain_config(const std::string& text);
+
+class SimHypervisor {
+  public:
+    SimHypervisor(std::string socket_path, std::vector<DomainConfig> domains);
+    ~SimHypervisor();
+    SimHypervisor(const SimHypervisor&) = delete;
+    SimHypervisor& operator=(const SimHypervisor&) = delete;
+
+    // Serves until stop() (from another thread or a signal handler's pipe).
+    void run();
+    void stop();
+    const std::string& socket_path() const { return socket_path_; }
+
+    struct Domain;
+    struct Conn;
+
+  private:
+    void serve(std::shared_ptr<Conn> c);
+    void handle(Conn& c, const ::bp_sim_msg& m, const std::vector<uint8_t>& payload);
+    void pio(Conn& c, ::bp_sim_msg& r);
+    void hypercall(Conn& c, const ::bp_sim_msg& m, const std::vector<uint8_t>& payload,
+                   ::bp_sim_msg& r, std::vector<uint8_t>& out);
+    void drop_conn(Conn& c);
+    Domain* find(uint16_t domid);
+    Domain* find(const std::string& name);
+
+    std::string socket_path_;
+    std::vector<std::unique_ptr<Domain>> domains_;
+    std::unique_ptr<Domain> dom0_;
+    FD listen_;
+    FD wake_;
+    std::atomic<bool> stopping_{false};
+    std::mutex threads_mu_;
+    std::vector<std::thread> threads_;
+    std::atomic<int> next_conn_id_{1};
+};
+
+} // namespace busprof::sim

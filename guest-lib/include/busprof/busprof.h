@@ -1,0 +1,92 @@
+/*
+ * libbusprof: the guest side of busprof.
+ *
+ * A driver under test marks the code to profile:
+ *
+ *     bp_handle *h = bp_open(0);
+ *     bp_start_trap(h, 0x3f8, 0x3ff);
+ *     ... plain inb()/outb() on the UART ...
+ *     bp_stop_trap(h, 0x3f8, 0x3ff);
+ *     n = bp_extract(h, 0x3f8, 0x3ff, recs, cap, &needed);
+ *     bp_close(h);
+ *
+ * Between start and stop, Xen traps the domain's port I/O to the range and
+ * a profiler in dom0 performs, timestamps and records every access; the
+ * driver's instructions run unchanged.
+ *
+ * Backends, chosen by the environment variable BUSPROF_BACKEND:
+ *   privcmd  a Linux domU on a busprof-patched Xen (/dev/xen/privcmd);
+ *   sim      the simulated hypervisor (socket BUSPROF_SIM_SOCKET, domain
+ *            BUSPROF_SIM_DOMID); the process runs without I/O permission and
+ *            its IN/OUT instructions are trapped through SIGSEGV.
+ * Unset: sim if BUSPROF_SIM_SOCKET is set, privcmd otherwise.
+ *
+ * Every function returns -1 (or NULL) on failure, in which case errno is
+ * set appropriately.
+ */
+#ifndef BUSPROF_BUSPROF_H
+#define BUSPROF_BUSPROF_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct bp_handle bp_handle;
+
+#define BP_DIR_OUT          0
+#define BP_DIR_IN           1
+#define BP_STATUS_OK        0
+#define BP_STATUS_TIMEOUT   1
+#define BP_STATUS_ERROR     2
+
+/* One transaction; the same layout as struct xen_busprof_record. */
+struct bp_record {
+    uint64_t id;             /* transaction id in the trace DB */
+    uint64_t rip;            /* RIP of the IN/OUT instruction */
+    uint64_t t_trap_ns;      /* times: dom0 CLOCK_MONOTONIC, ns */
+    uint64_t t_bus_begin_ns;
+    uint64_t t_bus_end_ns;
+    uint64_t t_resume_ns;
+    uint32_t value;
+    uint16_t port;
+    uint16_t vcpu;
+    uint8_t size;            /* 1, 2 or 4 */
+    uint8_t dir;             /* BP_DIR_* */
+    uint8_t status;          /* BP_STATUS_* */
+    uint8_t pad[5];
+};
+
+/* flags must be 0.  Errors: EINVAL, ENOENT (no backend), what the backend
+ * reports (ECONNREFUSED: simulator not running, EACCES, ...). */
+bp_handle *bp_open(unsigned int flags);
+/* Closes h (NULL is fine).  Returns 0. */
+int bp_close(bp_handle *h);
+
+/* Trap [first, last].  EINVAL: first > last or above 0xffff;
+ * EPERM: not allowed by dom0's policy or not the domain's port;
+ * EEXIST: overlaps a trapped range; ENXIO: no profiler attached;
+ * ENOSPC: too many ranges. */
+int bp_start_trap(bp_handle *h, unsigned int first, unsigned int last);
+/* Stop trapping [first, last], exactly as started.  ENOENT: not trapped. */
+int bp_stop_trap(bp_handle *h, unsigned int first, unsigned int last);
+
+/* Copy this domain's recorded transactions on ports [first, last] of the
+ * profiler's current session into buf (room for cap records).  Returns the
+ * number copied.  If cap is too small: -1, errno ENOBUFS, and *needed (if
+ * not NULL) is the number required; nothing is lost, call again.
+ * ETIMEDOUT: the profiler did not answer. */
+ssize_t bp_extract(bp_handle *h, unsigned int first, unsigned int last,
+                   struct bp_record *buf, size_t cap, size_t *needed);
+
+/* "sim" or "privcmd". */
+const char *bp_backend_name(const bp_handle *h);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BUSPROF_BUSPROF_H */

@@ -1,0 +1,216 @@
+/*
+ * libbusprof core: argument checks and the extract protocol, over a backend
+ * that issues busprof_op hypercalls.
+ */
+#include "bp_private.h"
+
+#include <busprof.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+_Static_assert(sizeof(struct bp_record) == sizeof(struct xen_busprof_record),
+               "bp_record must match xen_busprof_record");
+_Static_assert(offsetof(struct bp_record, status) ==
+               offsetof(struct xen_busprof_record, status),
+               "bp_record must match xen_busprof_record");
+
+/* How long bp_extract waits for the profiler in all. */
+#define BP_EXTRACT_DEADLINE_NS (30ull * 1000000000ull)
+
+static const struct bp_backend_ops *pick_backend(void)
+{
+    const char *b = getenv("BUSPROF_BACKEND");
+
+    if ( !b || !*b )
+        return getenv("BUSPROF_SIM_SOCKET") ? &bp_sim_ops : &bp_privcmd_ops;
+    if ( !strcmp(b, "sim") )
+        return &bp_sim_ops;
+    if ( !strcmp(b, "privcmd") )
+        return &bp_privcmd_ops;
+
+    return NULL;
+}
+
+bp_handle *bp_open(unsigned int flags)
+{
+    bp_handle *h;
+    const struct bp_backend_ops *ops;
+
+    if ( flags )
+    {
+        errno = EINVAL;
+        return NULL;
+    }
+
+    ops = pick_backend();
+    if ( !ops )
+    {
+        errno = ENOENT;
+        return NULL;
+    }
+
+    h = calloc(1, sizeof(*h));
+    if ( !h )
+        return NULL;
+    h->ops = ops;
+    h->fd = -1;
+
+    if ( ops->open(h) < 0 )
+    {
+        int saved = errno;
+
+        free(h);
+        errno = saved;
+        return NULL;
+    }
+
+    return h;
+}
+
+int bp_close(bp_handle *h)
+{
+    if ( !h )
+        return 0;
+
+    h->ops->close(h);
+    free(h);
+
+    return 0;
+}
+
+const char *bp_backend_name(const bp_handle *h)
+{
+    return h ? h->ops->name : NULL;
+}
+
+static int check_range(bp_handle *h, unsigned int first, unsigned int last)
+{
+    if ( !h || first > last || last > 0xffff )
+    {
+        errno = EINVAL;
+        return -1;
+    }
+
+    return 0;
+}
+
+static int result(long rc)
+{
+    if ( rc < 0 )
+    {
+        errno = (int)-rc;
+        return -1;
+    }
+
+    return 0;
+}
+
+static int trap_op(bp_handle *h, unsigned int cmd, unsigned int first,
+                   unsigned int last)
+{
+    struct xen_busprof_trap t;
+
+    if ( check_range(h, first, last) )
+        return -1;
+
+    memset(&t, 0, sizeof(t));
+    t.first = first;
+    t.last = last;
+
+    return result(h->ops->op(h, cmd, &t, sizeof(t)));
+}
+
+int bp_start_trap(bp_handle *h, unsigned int first, unsigned int last)
+{
+    return trap_op(h, XEN_BUSPROF_start_trap, first, last);
+}
+
+int bp_stop_trap(bp_handle *h, unsigned int first, unsigned int last)
+{
+    return trap_op(h, XEN_BUSPROF_stop_trap, first, last);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/* One extract call, repeated while the profiler works on it. */
+static long extract_chunk(bp_handle *h, struct xen_busprof_extract *x,
+                          uint64_t deadline)
+{
+    struct timespec pause = { 0, 20000 };
+    long rc;
+
+    for ( ;; )
+    {
+        rc = h->ops->op(h, XEN_BUSPROF_extract, x, sizeof(*x));
+        if ( rc != -EAGAIN && rc != -EBUSY )
+            return rc;
+        if ( now_ns() > deadline )
+            return -ETIMEDOUT;
+        nanosleep(&pause, NULL);
+        if ( pause.tv_nsec < 1000000 )
+            pause.tv_nsec *= 2;
+    }
+}
+
+ssize_t bp_extract(bp_handle *h, unsigned int first, unsigned int last,
+                   struct bp_record *buf, size_t cap, size_t *needed)
+{
+    struct xen_busprof_extract x;
+    uint64_t deadline = now_ns() + BP_EXTRACT_DEADLINE_NS;
+    uint64_t offset = 0, snapshot = 0, total;
+    long rc;
+
+    if ( check_range(h, first, last) )
+        return -1;
+    if ( cap && !buf )
+    {
+        errno = EINVAL;
+        return -1;
+    }
+
+    do {
+        size_t room = cap - offset;
+
+        memset(&x, 0, sizeof(x));
+        x.first = first;
+        x.last = last;
+        x.nr = room > XEN_BUSPROF_EXTRACT_MAX ? XEN_BUSPROF_EXTRACT_MAX : room;
+        x.offset = offset;
+        x.snapshot = snapshot;
+        set_xen_guest_handle(x.buffer,
+                             (struct xen_busprof_record *)(buf + offset));
+
+        rc = extract_chunk(h, &x, deadline);
+        if ( rc < 0 )
+            return result(rc);
+
+        snapshot = x.snapshot;
+        total = x.total;
+        if ( total > cap )
+        {
+            if ( needed )
+                *needed = total;
+            errno = ENOBUFS;
+            return -1;
+        }
+        if ( x.nr == 0 && offset < total )
+        {
+            errno = EIO;  /* the profiler returned nothing to page on */
+            return -1;
+        }
+        offset += x.nr;
+    } while ( offset < total );
+
+    if ( needed )
+        *needed = total;
+
+    return (ssize_t)total;
+}

@@ -1,0 +1,28 @@
+/* libbusprof internals: the handle and the backend interface. */
+#ifndef BUSPROF_BP_PRIVATE_H
+#define BUSPROF_BP_PRIVATE_H
+
+#include <busprof/busprof.h>
+#include <stddef.h>
+
+struct bp_handle;
+
+struct bp_backend_ops {
+    const char *name;
+    /* 0 or -1/errno */
+    int (*open)(struct bp_handle *h);
+    void (*close)(struct bp_handle *h);
+    /* One busprof_op hypercall; arg is the sub-op's struct of argsize bytes.
+     * Returns the hypercall's result: 0 or a negative errno value. */
+    long (*op)(struct bp_handle *h, unsigned int cmd, void *arg, size_t argsize);
+};
+
+struct bp_handle {
+    const struct bp_backend_ops *ops;
+    int fd;
+};
+
+extern const struct bp_backend_ops bp_sim_ops;
+extern const struct bp_backend_ops bp_privcmd_ops;
+
+#endif

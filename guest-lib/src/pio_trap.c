@@ -1,0 +1,425 @@
+/*
+ * pio_trap.c - trap-and-emulate port I/O for busprof "sim" mode.
+ *
+ * See pio_trap.h.  The SIGSEGV handler runs in signal context, so
+ * everything on its path is async-signal-safe: no malloc, no stdio, only
+ * write(2), sigaction(2), raise(3) and abort(3).
+ */
+
+#define _GNU_SOURCE
+
+#include "pio_trap.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#if !defined(__x86_64__)
+#error "pio_trap.c only supports x86-64"
+#endif
+
+/* Architectural limit on the length of one x86 instruction. */
+#define BP_MAX_INSN_LEN 15
+
+/* Forwarder and its context; read by the signal handler. */
+static _Atomic(bp_pio_forward_fn) trap_fn;
+static _Atomic(void *) trap_ctx;
+static atomic_int trap_installed;
+
+/* The SIGSEGV action in place before bp_pio_trap_install(). */
+static struct sigaction trap_old_action;
+
+/* ------------------------------------------------------------------------
+ * Decoder
+ * ------------------------------------------------------------------------ */
+
+int bp_pio_decode(const uint8_t *code, size_t len, uint64_t rax,
+                  uint64_t rdx, struct bp_pio *pio)
+{
+    size_t i;
+    bool opsize = false, rep = false;
+    uint8_t op;
+
+    if ( code == NULL || pio == NULL )
+        return 0;
+
+    if ( len > BP_MAX_INSN_LEN )
+        len = BP_MAX_INSN_LEN;
+
+    /* Prefixes.  Bytes are read strictly in order. */
+    for ( i = 0; ; i++ )
+    {
+        if ( i >= len )
+            return 0;
+
+        switch ( code[i] )
+        {
+        case 0x66:                      /* operand size */
+            opsize = true;
+            continue;
+        case 0xf2:                      /* REPNE */
+        case 0xf3:                      /* REP / REPE */
+            rep = true;
+            continue;
+        case 0x26: case 0x2e: case 0x36: case 0x3e: case 0x64: case 0x65:
+        case 0x67:                      /* segment overrides, address size */
+            continue;
+        default:
+            if ( (code[i] & 0xf0) == 0x40 ) /* REX: no effect on IN/OUT */
+                continue;
+            break;
+        }
+        break;
+    }
+
+    op = code[i++];
+
+    switch ( op )
+    {
+    case 0x6c: case 0x6d:               /* INSB, INSW/INSD */
+    case 0x6e: case 0x6f:               /* OUTSB, OUTSW/OUTSD */
+        return -EOPNOTSUPP;
+
+    case 0xe4: case 0xe5: case 0xe6: case 0xe7:  /* IN/OUT imm8 */
+    case 0xec: case 0xed: case 0xee: case 0xef:  /* IN/OUT DX */
+        break;
+
+    default:
+        return 0;
+    }
+
+    /* REP/REPNE are only meaningful for the string forms. */
+    if ( rep )
+        return 0;
+
+    if ( op & 0x08 )
+        pio->port = (uint16_t)rdx;
+    else
+    {
+        if ( i >= len )
+            return 0;
+        pio->port = code[i++];
+    }
+
+    pio->size = (op & 0x01) ? (opsize ? 2 : 4) : 1;
+    pio->is_write = (op & 0x02) ? 1 : 0;
+
+    if ( pio->is_write )
+    {
+        switch ( pio->size )
+        {
+        case 1:
+            pio->value = (uint8_t)rax;
+            break;
+        case 2:
+            pio->value = (uint16_t)rax;
+            break;
+        default:
+            pio->value = (uint32_t)rax;
+            break;
+        }
+    }
+
+    return (int)i;
+}
+
+/* ------------------------------------------------------------------------
+ * Async-signal-safe message formatting
+ * ------------------------------------------------------------------------ */
+
+struct msgbuf {
+    char buf[256];
+    size_t len;
+};
+
+static void msg_str(struct msgbuf *m, const char *s)
+{
+    while ( *s != '\0' && m->len < sizeof(m->buf) - 1 )
+        m->buf[m->len++] = *s++;
+}
+
+static void msg_hex(struct msgbuf *m, uint64_t v)
+{
+    char tmp[16];
+    size_t n = 0;
+
+    msg_str(m, "0x");
+    do {
+        tmp[n++] = "0123456789abcdef"[v & 0xf];
+        v >>= 4;
+    } while ( v != 0 );
+    while ( n > 0 && m->len < sizeof(m->buf) - 1 )
+        m->buf[m->len++] = tmp[--n];
+}
+
+static void msg_dec(struct msgbuf *m, int64_t v)
+{
+    char tmp[20];
+    size_t n = 0;
+    uint64_t u = (v < 0) ? -(uint64_t)v : (uint64_t)v;
+
+    if ( v < 0 )
+        msg_str(m, "-");
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while ( u != 0 );
+    while ( n > 0 && m->len < sizeof(m->buf) - 1 )
+        m->buf[m->len++] = tmp[--n];
+}
+
+static void msg_flush(struct msgbuf *m)
+{
+    size_t off = 0;
+
+    while ( off < m->len )
+    {
+        ssize_t n = write(STDERR_FILENO, m->buf + off, m->len - off);
+
+        if ( n < 0 && errno == EINTR )
+            continue;
+        if ( n <= 0 )
+            break;
+        off += (size_t)n;
+    }
+}
+
+static const char *pio_mnemonic(const struct bp_pio *pio)
+{
+    static const char *const names[2][3] = {
+        { "inb", "inw", "inl" },
+        { "outb", "outw", "outl" },
+    };
+
+    return names[pio->is_write ? 1 : 0][pio->size == 1 ? 0 :
+                                        pio->size == 2 ? 1 : 2];
+}
+
+static void report_forward_error(const struct bp_pio *pio, int rc)
+{
+    struct msgbuf m = { .len = 0 };
+
+    msg_str(&m, "busprof: port I/O forwarding failed: ");
+    msg_str(&m, pio_mnemonic(pio));
+    msg_str(&m, " port ");
+    msg_hex(&m, pio->port);
+    if ( pio->is_write )
+    {
+        msg_str(&m, " value ");
+        msg_hex(&m, pio->value);
+    }
+    msg_str(&m, " at rip ");
+    msg_hex(&m, pio->rip);
+    msg_str(&m, ": error ");
+    msg_dec(&m, rc);
+#if defined(__GLIBC__) && defined(__GLIBC_PREREQ)
+#if __GLIBC_PREREQ(2, 32)
+    {
+        /* Table lookup, no locale or allocation involved. */
+        const char *name = (rc < 0) ? strerrorname_np(-rc) : NULL;
+
+        if ( name != NULL )
+        {
+            msg_str(&m, " (");
+            msg_str(&m, name);
+            msg_str(&m, ")");
+        }
+    }
+#endif
+#endif
+    msg_str(&m, "\n");
+    msg_flush(&m);
+}
+
+static void report_string_io(uint64_t rip)
+{
+    struct msgbuf m = { .len = 0 };
+
+    msg_str(&m, "busprof: string port I/O (INS/OUTS) at rip ");
+    msg_hex(&m, rip);
+    msg_str(&m, " is not supported\n");
+    msg_flush(&m);
+}
+
+/* ------------------------------------------------------------------------
+ * Signal handler
+ * ------------------------------------------------------------------------ */
+
+/*
+ * Not a port I/O fault: put the previous action back so that the signal is
+ * handled exactly as if the trap had never been installed.  For a fault the
+ * instruction simply re-executes on return and faults again; a signal sent
+ * with kill()/sigqueue() does not recur by itself and is re-raised (it stays
+ * pending until the handler returns, since SIGSEGV is blocked here).
+ */
+static void pass_on(const siginfo_t *si)
+{
+    sigaction(SIGSEGV, &trap_old_action, NULL);
+    atomic_store(&trap_installed, 0);
+    atomic_store(&trap_fn, NULL);
+    atomic_store(&trap_ctx, NULL);
+
+    if ( si->si_code <= 0 )
+        raise(SIGSEGV);
+}
+
+static void pio_trap_handler(int sig, siginfo_t *si, void *uctx)
+{
+    ucontext_t *uc = uctx;
+    greg_t *gregs = uc->uc_mcontext.gregs;
+    int saved_errno = errno;
+    bp_pio_forward_fn fn = atomic_load(&trap_fn);
+    void *ctx = atomic_load(&trap_ctx);
+    struct bp_pio pio;
+    uint64_t rip;
+    int len, rc;
+
+    (void)sig;
+
+    /*
+     * A #GP from IN/OUT arrives with si_code SI_KERNEL.  Anything else
+     * (SEGV_MAPERR, SEGV_ACCERR, kill(), ...) is not ours.
+     */
+    if ( si->si_code != SI_KERNEL || fn == NULL )
+    {
+        pass_on(si);
+        goto out;
+    }
+
+    rip = (uint64_t)gregs[REG_RIP];
+
+    /*
+     * The decoder reads the code bytes in order and stops at the first byte
+     * that cannot belong to an IN/OUT instruction (at most 15 bytes), so it
+     * only touches bytes the CPU itself fetched for the faulting instruction.
+     */
+    memset(&pio, 0, sizeof(pio));
+    len = bp_pio_decode((const uint8_t *)(uintptr_t)rip, BP_MAX_INSN_LEN,
+                        (uint64_t)gregs[REG_RAX], (uint64_t)gregs[REG_RDX],
+                        &pio);
+
+    if ( len == -EOPNOTSUPP )
+    {
+        report_string_io(rip);
+        abort();
+    }
+
+    if ( len <= 0 )
+    {
+        pass_on(si);
+        goto out;
+    }
+
+    pio.rip = rip;
+    if ( !pio.is_write )
+        pio.value = 0;
+
+    rc = fn(ctx, &pio);
+    if ( rc != 0 )
+    {
+        struct sigaction dfl;
+
+        report_forward_error(&pio, rc);
+
+        /* Die from the re-executed instruction with the default action. */
+        memset(&dfl, 0, sizeof(dfl));
+        dfl.sa_handler = SIG_DFL;
+        sigemptyset(&dfl.sa_mask);
+        sigaction(SIGSEGV, &dfl, NULL);
+        atomic_store(&trap_installed, 0);
+        goto out;
+    }
+
+    if ( !pio.is_write )
+    {
+        uint64_t rax = (uint64_t)gregs[REG_RAX];
+
+        switch ( pio.size )
+        {
+        case 1:     /* AL: bits 8-63 preserved */
+            rax = (rax & ~(uint64_t)0xff) | (pio.value & 0xff);
+            break;
+        case 2:     /* AX: bits 16-63 preserved */
+            rax = (rax & ~(uint64_t)0xffff) | (pio.value & 0xffff);
+            break;
+        default:    /* EAX: zero-extended into RAX */
+            rax = pio.value;
+            break;
+        }
+        gregs[REG_RAX] = (greg_t)rax;
+    }
+
+    gregs[REG_RIP] = (greg_t)(rip + (uint64_t)len);
+
+ out:
+    errno = saved_errno;
+}
+
+/* ------------------------------------------------------------------------
+ * Install / uninstall
+ * ------------------------------------------------------------------------ */
+
+int bp_pio_trap_install(bp_pio_forward_fn fn, void *ctx)
+{
+    struct sigaction sa, prev;
+
+    if ( fn == NULL )
+    {
+        errno = EINVAL;
+        return -1;
+    }
+
+    if ( atomic_load(&trap_installed) )
+    {
+        if ( atomic_load(&trap_fn) == fn && atomic_load(&trap_ctx) == ctx )
+            return 0;
+        errno = EBUSY;
+        return -1;
+    }
+
+    /* Record the previous action before the handler can possibly run. */
+    if ( sigaction(SIGSEGV, NULL, &trap_old_action) != 0 )
+        return -1;
+
+    atomic_store(&trap_fn, fn);
+    atomic_store(&trap_ctx, ctx);
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = pio_trap_handler;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+
+    if ( sigaction(SIGSEGV, &sa, &prev) != 0 )
+    {
+        int err = errno;
+
+        atomic_store(&trap_fn, NULL);
+        atomic_store(&trap_ctx, NULL);
+        errno = err;
+        return -1;
+    }
+    trap_old_action = prev;
+    atomic_store(&trap_installed, 1);
+
+    return 0;
+}
+
+int bp_pio_trap_uninstall(void)
+{
+    if ( !atomic_load(&trap_installed) )
+        return 0;
+
+    if ( sigaction(SIGSEGV, &trap_old_action, NULL) != 0 )
+        return -1;
+
+    atomic_store(&trap_installed, 0);
+    atomic_store(&trap_fn, NULL);
+    atomic_store(&trap_ctx, NULL);
+
+    return 0;
+}

@@ -1,0 +1,2 @@
+/* Userspace stand-in: Xen public headers from the installed Xen. */
+#include <xen/xen.h>

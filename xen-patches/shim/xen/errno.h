@@ -1,0 +1,2 @@
+/* Userspace stand-in for Xen's xen/errno.h: Xen's values are Linux's. */
+#include <errno.h>

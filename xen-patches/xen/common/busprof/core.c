@@ -1,0 +1,697 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * busprof: the busprof_op hypercall, the trap decision and the control
+ * protocol with the profiler.
+ *
+ * A guest traps its own port I/O to a range with XEN_BUSPROF_start_trap.
+ * The range must be allowed by the policy dom0 set for the domain and be
+ * accessible to the domain at all, so the profiler never touches a port
+ * on a guest's behalf that the guest could not touch itself.  Trapped
+ * ranges are mapped into the profiler's ioreq server; every trapped access
+ * is stamped here and then travels as an ordinary ioreq.
+ */
+
+#include <xen/busprof.h>
+#include <xen/errno.h>
+#include <xen/guest_access.h>
+#include <xen/lib.h>
+#include <xen/xmalloc.h>
+
+#define BUSPROF_DEFAULT_TIMEOUT_MS 1000
+
+static struct busprof_domain *busprof_get(struct domain *d, bool create)
+{
+    struct busprof_domain *bd = d->busprof;
+
+    if ( bd || !create )
+        return bd;
+
+    bd = xzalloc(struct busprof_domain);
+    if ( !bd )
+        return NULL;
+    spin_lock_init(&bd->lock);
+
+    /* Two dom0 calls may race to create it; keep the first. */
+    if ( cmpxchg(&d->busprof, NULL, bd) != NULL )
+    {
+        xfree(bd);
+        bd = d->busprof;
+    }
+
+    return bd;
+}
+
+/* Caller holds bd->lock. */
+static void ctrl_post(struct domain *d, struct busprof_domain *bd,
+                      uint32_t kind, unsigned int vcpu, unsigned int first,
+                      unsigned int last, uint32_t nr, uint64_t offset,
+                      uint64_t snapshot)
+{
+    struct xen_busprof_page *pg = bd->page;
+    struct xen_busprof_ctrl_msg *m;
+    uint32_t prod, cons;
+
+    if ( !pg )
+        return;
+
+    prod = pg->ctrl_prod;
+    cons = ACCESS_ONCE(pg->ctrl_cons);
+    if ( prod - cons >= XEN_BUSPROF_CTRL_RING_SIZE )
+    {
+        pg->ctrl_lost++;
+        return;
+    }
+
+    m = &pg->ring[prod % XEN_BUSPROF_CTRL_RING_SIZE];
+    m->kind = kind;
+    m->vcpu = vcpu;
+    m->first = first;
+    m->last = last;
+    m->pad = 0;
+    m->nr = nr;
+    m->tsc = busprof_host_tsc();
+    m->seq = ++bd->ctrl_seq;
+    m->offset = offset;
+    m->snapshot = snapshot;
+    smp_wmb();
+    pg->ctrl_prod = prod + 1;
+
+    busprof_host_evtchn_notify(d, bd->ctrl_port);
+}
+
+static bool ctrl_ring_full(const struct busprof_domain *bd)
+{
+    const struct xen_busprof_page *pg = bd->page;
+
+    return pg->ctrl_prod - ACCESS_ONCE(pg->ctrl_cons) >=
+           XEN_BUSPROF_CTRL_RING_SIZE;
+}
+
+static void extract_reset(struct busprof_domain *bd)
+{
+    xfree(bd->extract.records);
+    bd->extract.records = NULL;
+    bd->extract.state = BUSPROF_EXTRACT_IDLE;
+}
+
+/* Caller holds bd->lock. */
+static void detach_locked(struct domain *d, struct busprof_domain *bd)
+{
+    unsigned int i;
+
+    if ( !bd->attached )
+        return;
+
+    for ( i = 0; i < bd->traps.nr; i++ )
+        busprof_host_map_ports(d, bd->ioservid, bd->traps.r[i].first,
+                               bd->traps.r[i].last, false);
+    bd->traps.nr = 0;
+
+    ctrl_post(d, bd, XEN_BUSPROF_CTRL_detach, 0, 0, 0, 0, 0, 0);
+    extract_reset(bd);
+
+    busprof_host_evtchn_free(d, bd->ctrl_port);
+    busprof_host_page_free(d, bd->page);
+    bd->page = NULL;
+    bd->attached = false;
+}
+
+static int check_trap(const struct xen_busprof_trap *t)
+{
+    if ( t->flags || t->first > t->last )
+        return -EINVAL;
+
+    return 0;
+}
+
+static int start_trap(struct vcpu *v, const struct xen_busprof_trap *t)
+{
+    struct domain *d = v->domain;
+    struct busprof_domain *bd = busprof_get(d, false);
+    int rc = check_trap(t);
+
+    if ( rc )
+        return rc;
+    if ( !bd )
+        return -EPERM;
+
+    spin_lock(&bd->lock);
+
+    rc = -EPERM;
+    if ( !busprof_ranges_covers(&bd->policy, t->first, t->last) ||
+         !busprof_host_ioports_permitted(d, t->first, t->last) )
+        goto out;
+
+    rc = -ENXIO;
+    if ( !bd->attached )
+        goto out;
+
+    rc = -EEXIST;
+    if ( busprof_ranges_overlaps(&bd->traps, t->first, t->last) )
+        goto out;
+
+    rc = -ENOSPC;
+    if ( bd->traps.nr == XEN_BUSPROF_MAX_RANGES )
+        goto out;
+
+    rc = busprof_host_map_ports(d, bd->ioservid, t->first, t->last, true);
+    if ( rc )
+        goto out;
+
+    rc = busprof_ranges_add(&bd->traps, t->first, t->last, false);
+    ASSERT(!rc);
+    ctrl_post(d, bd, XEN_BUSPROF_CTRL_start_trap, v->vcpu_id, t->first,
+              t->last, 0, 0, 0);
+
+ out:
+    spin_unlock(&bd->lock);
+
+    return rc;
+}
+
+static int stop_trap(struct vcpu *v, const struct xen_busprof_trap *t)
+{
+    struct domain *d = v->domain;
+    struct busprof_domain *bd = busprof_get(d, false);
+    int rc = check_trap(t);
+
+    if ( rc )
+        return rc;
+    if ( !bd )
+        return -ENOENT;
+
+    spin_lock(&bd->lock);
+
+    rc = busprof_ranges_remove(&bd->traps, t->first, t->last, true);
+    if ( !rc )
+    {
+        busprof_host_map_ports(d, bd->ioservid, t->first, t->last, false);
+        ctrl_post(d, bd, XEN_BUSPROF_CTRL_stop_trap, v->vcpu_id, t->first,
+                  t->last, 0, 0, 0);
+    }
+
+    spin_unlock(&bd->lock);
+
+    return rc;
+}
+
+static bool extract_matches(const struct busprof_domain *bd,
+                            const struct vcpu *v,
+                            const struct xen_busprof_extract *x)
+{
+    return bd->extract.vcpu == v->vcpu_id &&
+           bd->extract.first == x->first && bd->extract.last == x->last &&
+           bd->extract.nr == x->nr && bd->extract.offset == x->offset &&
+           bd->extract.snapshot == x->snapshot;
+}
+
+static int extract(struct vcpu *v, XEN_GUEST_HANDLE_PARAM(void) arg)
+{
+    struct domain *d = v->domain;
+    struct busprof_domain *bd = busprof_get(d, false);
+    struct xen_busprof_extract x;
+    struct xen_busprof_record *records = NULL;
+    bool answered = false;
+    s_time_t timeout;
+    int rc;
+
+    if ( copy_from_guest(&x, arg, 1) )
+        return -EFAULT;
+
+    if ( x.first > x.last || x.nr > XEN_BUSPROF_EXTRACT_MAX )
+        return -EINVAL;
+    if ( !bd )
+        return -ENXIO;
+
+    spin_lock(&bd->lock);
+
+    rc = -ENXIO;
+    if ( !bd->attached )
+        goto out;
+
+    timeout = MILLISECS(bd->timeout_ms);
+
+    if ( bd->extract.state != BUSPROF_EXTRACT_IDLE &&
+         !extract_matches(bd, v, &x) )
+    {
+        /* Someone else's request; take over one its owner abandoned. */
+        rc = -EBUSY;
+        if ( NOW() - bd->extract.posted < 2 * timeout )
+            goto out;
+        extract_reset(bd);
+    }
+
+    switch ( bd->extract.state )
+    {
+    case BUSPROF_EXTRACT_IDLE:
+        rc = -EAGAIN;
+        if ( ctrl_ring_full(bd) )
+            goto out;
+        ctrl_post(d, bd, XEN_BUSPROF_CTRL_extract, v->vcpu_id, x.first,
+                  x.last, x.nr, x.offset, x.snapshot);
+        bd->extract.state = BUSPROF_EXTRACT_POSTED;
+        bd->extract.seq = bd->ctrl_seq;
+        bd->extract.vcpu = v->vcpu_id;
+        bd->extract.first = x.first;
+        bd->extract.last = x.last;
+        bd->extract.nr = x.nr;
+        bd->extract.offset = x.offset;
+        bd->extract.snapshot = x.snapshot;
+        bd->extract.posted = NOW();
+        goto out;
+
+    case BUSPROF_EXTRACT_POSTED:
+        rc = -EAGAIN;
+        if ( NOW() - bd->extract.posted >= timeout )
+        {
+            extract_reset(bd);
+            rc = -ETIMEDOUT;
+        }
+        goto out;
+
+    case BUSPROF_EXTRACT_ANSWERED:
+        rc = bd->extract.status;
+        x.nr = bd->extract.nr_out;
+        x.total = bd->extract.total;
+        x.snapshot = bd->extract.snapshot_out;
+        records = bd->extract.records;
+        bd->extract.records = NULL;
+        bd->extract.state = BUSPROF_EXTRACT_IDLE;
+        answered = true;
+        break;
+    }
+
+ out:
+    spin_unlock(&bd->lock);
+
+    if ( answered )
+    {
+        if ( !rc && x.nr && copy_to_guest(x.buffer, records, x.nr) )
+            rc = -EFAULT;
+        xfree(records);
+        if ( !rc && copy_to_guest(arg, &x, 1) )
+            rc = -EFAULT;
+    }
+
+    return rc;
+}
+
+static int attach(struct domain *caller, struct domain *d,
+                  struct xen_busprof_attach *a)
+{
+    struct busprof_domain *bd;
+    struct xen_busprof_page *pg;
+    int rc, port;
+
+    if ( a->pad ||
+         (a->version >> 16) != (XEN_BUSPROF_INTERFACE_VERSION >> 16) )
+        return -EINVAL;
+    if ( d->max_vcpus > XEN_BUSPROF_MAX_VCPUS )
+        return -E2BIG;
+
+    bd = busprof_get(d, true);
+    if ( !bd )
+        return -ENOMEM;
+
+    spin_lock(&bd->lock);
+
+    rc = -EBUSY;
+    if ( bd->attached )
+        goto out;
+
+    rc = -ENOMEM;
+    pg = busprof_host_page_alloc(d);
+    if ( !pg )
+        goto out;
+
+    port = busprof_host_evtchn_alloc(d, caller->domain_id);
+    if ( port < 0 )
+    {
+        busprof_host_page_free(d, pg);
+        rc = port;
+        goto out;
+    }
+
+    pg->version = XEN_BUSPROF_INTERFACE_VERSION;
+    pg->tsc_khz = busprof_host_tsc_khz();
+    pg->nr_vcpus = d->max_vcpus;
+    pg->flags = busprof_host_clock_flags();
+
+    bd->page = pg;
+    bd->ctrl_port = port;
+    bd->nr_vcpus = d->max_vcpus;
+    bd->profiler = caller->domain_id;
+    bd->ioservid = a->ioservid;
+    bd->timeout_ms = a->timeout_ms ?: BUSPROF_DEFAULT_TIMEOUT_MS;
+    bd->attached = true;
+
+    a->ctrl_port = port;
+    a->nr_vcpus = d->max_vcpus;
+    rc = 0;
+
+ out:
+    spin_unlock(&bd->lock);
+
+    return rc;
+}
+
+static int extract_reply(struct domain *d,
+                         const struct xen_busprof_extract_reply *r)
+{
+    struct busprof_domain *bd = busprof_get(d, false);
+    struct xen_busprof_record *records = NULL;
+    int rc;
+
+    if ( r->pad0 || r->pad1 || r->status > 0 ||
+         r->nr > XEN_BUSPROF_EXTRACT_MAX )
+        return -EINVAL;
+    if ( !bd )
+        return -ENOENT;
+
+    if ( r->nr )
+    {
+        records = xmalloc_array(struct xen_busprof_record, r->nr);
+        if ( !records )
+            return -ENOMEM;
+        if ( copy_from_guest(records, r->records, r->nr) )
+        {
+            xfree(records);
+            return -EFAULT;
+        }
+    }
+
+    spin_lock(&bd->lock);
+
+    rc = -ENOENT;
+    if ( bd->extract.state != BUSPROF_EXTRACT_POSTED ||
+         bd->extract.seq != r->request )
+        goto out;
+
+    rc = -EINVAL;
+    if ( r->nr > bd->extract.nr )
+        goto out;
+
+    bd->extract.state = BUSPROF_EXTRACT_ANSWERED;
+    bd->extract.status = r->status;
+    bd->extract.nr_out = r->nr;
+    bd->extract.total = r->total;
+    bd->extract.snapshot_out = r->snapshot;
+    bd->extract.records = records;
+    records = NULL;
+    rc = 0;
+
+ out:
+    spin_unlock(&bd->lock);
+    xfree(records);
+
+    return rc;
+}
+
+static int policy(struct domain *d, const struct xen_busprof_policy *p,
+                  bool allow)
+{
+    struct busprof_domain *bd;
+    unsigned int i;
+    int rc;
+
+    if ( p->pad || p->first > p->last )
+        return -EINVAL;
+
+    bd = busprof_get(d, allow);
+    if ( !bd )
+        return allow ? -ENOMEM : 0;
+
+    spin_lock(&bd->lock);
+
+    if ( allow )
+        rc = busprof_ranges_add(&bd->policy, p->first, p->last, true);
+    else
+    {
+        rc = busprof_ranges_remove(&bd->policy, p->first, p->last, false);
+
+        /* A trap outside the new policy goes with it. */
+        for ( i = 0; !rc && i < bd->traps.nr; )
+        {
+            struct xen_busprof_range t = bd->traps.r[i];
+
+            if ( busprof_ranges_covers(&bd->policy, t.first, t.last) )
+            {
+                i++;
+                continue;
+            }
+            busprof_host_map_ports(d, bd->ioservid, t.first, t.last, false);
+            busprof_ranges_remove(&bd->traps, t.first, t.last, true);
+            ctrl_post(d, bd, XEN_BUSPROF_CTRL_stop_trap, 0, t.first, t.last,
+                      0, 0, 0);
+        }
+    }
+
+    spin_unlock(&bd->lock);
+
+    return rc;
+}
+
+static void query(struct domain *d, struct xen_busprof_query *q)
+{
+    struct busprof_domain *bd = busprof_get(d, false);
+
+    if ( !bd )
+        return;
+
+    spin_lock(&bd->lock);
+    q->nr_policy = bd->policy.nr;
+    q->nr_traps = bd->traps.nr;
+    q->attached = bd->attached;
+    q->trapped = bd->trapped;
+    q->timeouts = bd->timeouts;
+    memcpy(q->policy, bd->policy.r, sizeof(q->policy));
+    memcpy(q->traps, bd->traps.r, sizeof(q->traps));
+    spin_unlock(&bd->lock);
+}
+
+/* Every dom0 sub-op's argument starts with domid_t domid. */
+static long dom0_op(struct domain *caller, unsigned int cmd,
+                    XEN_GUEST_HANDLE_PARAM(void) arg)
+{
+    union {
+        domid_t domid;
+        struct xen_busprof_attach attach;
+        struct xen_busprof_domain domain;
+        struct xen_busprof_policy policy;
+        struct xen_busprof_extract_reply reply;
+        struct xen_busprof_query query;
+    } u;
+    size_t size;
+    struct domain *d;
+    int rc;
+    bool copy_back = false;
+
+    switch ( cmd )
+    {
+    case XEN_BUSPROF_attach:        size = sizeof(u.attach); break;
+    case XEN_BUSPROF_detach:        size = sizeof(u.domain); break;
+    case XEN_BUSPROF_policy_allow:
+    case XEN_BUSPROF_policy_revoke: size = sizeof(u.policy); break;
+    case XEN_BUSPROF_extract_reply: size = sizeof(u.reply);  break;
+    case XEN_BUSPROF_query:         size = sizeof(u.query);  break;
+    default:
+        return -EOPNOTSUPP;
+    }
+
+    memset(&u, 0, sizeof(u));
+    if ( copy_from_guest((uint8_t *)&u, arg, size) )
+        return -EFAULT;
+
+    d = busprof_host_get_target(caller, u.domid, &rc);
+    if ( !d )
+        return rc;
+
+    switch ( cmd )
+    {
+    case XEN_BUSPROF_attach:
+        rc = attach(caller, d, &u.attach);
+        copy_back = !rc;
+        break;
+
+    case XEN_BUSPROF_detach:
+        rc = -EINVAL;
+        if ( u.domain.pad[0] || u.domain.pad[1] || u.domain.pad[2] )
+            break;
+        rc = -ENXIO;
+        if ( !d->busprof || !d->busprof->attached )
+            break;
+        busprof_detach_domain(d);
+        rc = 0;
+        break;
+
+    case XEN_BUSPROF_policy_allow:
+    case XEN_BUSPROF_policy_revoke:
+        rc = policy(d, &u.policy, cmd == XEN_BUSPROF_policy_allow);
+        break;
+
+    case XEN_BUSPROF_extract_reply:
+        rc = extract_reply(d, &u.reply);
+        break;
+
+    case XEN_BUSPROF_query:
+        rc = -EINVAL;
+        if ( u.query.pad )
+            break;
+        query(d, &u.query);
+        rc = 0;
+        copy_back = true;
+        break;
+    }
+
+    busprof_host_put_target(d);
+
+    if ( copy_back &&
+         copy_to_guest(arg, (uint8_t *)&u, size) )
+        rc = -EFAULT;
+
+    return rc;
+}
+
+long busprof_op(struct vcpu *curr, unsigned int cmd,
+                XEN_GUEST_HANDLE_PARAM(void) arg)
+{
+    struct xen_busprof_trap t;
+
+    switch ( cmd )
+    {
+    case XEN_BUSPROF_start_trap:
+    case XEN_BUSPROF_stop_trap:
+        if ( copy_from_guest(&t, arg, 1) )
+            return -EFAULT;
+        return cmd == XEN_BUSPROF_start_trap ? start_trap(curr, &t)
+                                             : stop_trap(curr, &t);
+
+    case XEN_BUSPROF_extract:
+        return extract(curr, arg);
+    }
+
+    if ( cmd >= XEN_BUSPROF_DOM0_BASE )
+        return dom0_op(curr->domain, cmd, arg);
+
+    return -EOPNOTSUPP;
+}
+
+bool busprof_pio_trapped(struct domain *d, unsigned int port,
+                         unsigned int size)
+{
+    struct busprof_domain *bd = d->busprof;
+    bool trapped;
+
+    if ( !bd || (size != 1 && size != 2 && size != 4) ||
+         port + size - 1 > 0xffff )
+        return false;
+
+    spin_lock(&bd->lock);
+    /* Like ioreq server selection, only an access wholly inside. */
+    trapped = bd->attached &&
+              busprof_ranges_covers(&bd->traps, port, port + size - 1);
+    spin_unlock(&bd->lock);
+
+    return trapped;
+}
+
+void busprof_stamp_trap(struct vcpu *v, uint64_t rip)
+{
+    struct busprof_domain *bd = v->domain->busprof;
+    struct xen_busprof_stamp *s;
+
+    if ( !bd )
+        return;
+
+    spin_lock(&bd->lock);
+    if ( bd->page && v->vcpu_id < XEN_BUSPROF_MAX_VCPUS )
+    {
+        s = &bd->page->stamp[v->vcpu_id];
+        s->rip = rip;
+        s->tsc_trap = busprof_host_tsc();
+        smp_wmb();
+        s->seq++;
+        bd->trapped++;
+    }
+    spin_unlock(&bd->lock);
+}
+
+void busprof_stamp_resume(struct vcpu *v)
+{
+    struct busprof_domain *bd = v->domain->busprof;
+    struct xen_busprof_stamp *s;
+    uint64_t now = busprof_host_tsc();
+
+    if ( !bd )
+        return;
+
+    spin_lock(&bd->lock);
+    if ( bd->page && v->vcpu_id < XEN_BUSPROF_MAX_VCPUS )
+    {
+        s = &bd->page->stamp[v->vcpu_id];
+        s->tsc_resume = now;
+        smp_wmb();
+        s->resume_seq = s->seq;
+    }
+    spin_unlock(&bd->lock);
+}
+
+void busprof_access_timeout(struct vcpu *v, unsigned int port)
+{
+    struct domain *d = v->domain;
+    struct busprof_domain *bd = d->busprof;
+
+    if ( !bd )
+        return;
+
+    spin_lock(&bd->lock);
+    bd->timeouts++;
+    if ( bd->page )
+    {
+        bd->page->timeouts++;
+        ctrl_post(d, bd, XEN_BUSPROF_CTRL_timeout, v->vcpu_id, port, port,
+                  0, 0, 0);
+    }
+    detach_locked(d, bd);
+    spin_unlock(&bd->lock);
+}
+
+unsigned int busprof_timeout_ms(struct domain *d)
+{
+    struct busprof_domain *bd = d->busprof;
+
+    return bd && bd->attached ? bd->timeout_ms : 0;
+}
+
+void busprof_detach_domain(struct domain *d)
+{
+    struct busprof_domain *bd = d->busprof;
+
+    if ( !bd )
+        return;
+
+    spin_lock(&bd->lock);
+    detach_locked(d, bd);
+    spin_unlock(&bd->lock);
+}
+
+void busprof_domain_destroy(struct domain *d)
+{
+    struct busprof_domain *bd = d->busprof;
+
+    if ( !bd )
+        return;
+
+    busprof_detach_domain(d);
+    d->busprof = NULL;
+    xfree(bd);
+}
+
+/*
+ * Local variables:
+ * mode: C
+ * c-file-style: "BSD"
+ * c-basic-offset: 4
+ * indent-tabs-mode: nil
+ * End:
+ */

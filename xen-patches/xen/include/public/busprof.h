@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * busprof.h
+ *
+ * Code-based bus profiling: a guest asks Xen to trap its own port I/O to a
+ * range, and Xen proxies each trapped access to a profiler in a control
+ * domain, which performs the real access, timestamps it and records it.
+ *
+ * Interface version history (XEN_BUSPROF_INTERFACE_VERSION):
+ *  1: initial version.
+ * Every 64-bit field sits at a naturally aligned offset and every struct
+ * is a multiple of 8 bytes, so the layout is the same for all x86-64
+ * compilers without the tools-only uint64_aligned_t.  64-bit guests only.
+ *
+ * Bump rules: adding a sub-op or using a field that was padding bumps the
+ * minor (low 16 bits); changing the layout or meaning of anything that
+ * exists bumps the major (high 16 bits).  The profiler passes the version
+ * it was built with to XEN_BUSPROF_attach and Xen refuses another major.
+ */
+
+#ifndef __XEN_PUBLIC_BUSPROF_H__
+#define __XEN_PUBLIC_BUSPROF_H__
+
+#include "xen.h"
+
+/* Hypercall number (48..55 are per-architecture, 43..46 are in use elsewhere). */
+#ifndef __HYPERVISOR_busprof_op
+#define __HYPERVISOR_busprof_op           47
+#endif
+
+#define XEN_BUSPROF_INTERFACE_VERSION     0x00010000
+
+/*
+ * long HYPERVISOR_busprof_op(unsigned int cmd, void *arg);
+ *
+ * Sub-ops below XEN_BUSPROF_DOM0_BASE act on the calling domain and may be
+ * issued by any guest.  Sub-ops from XEN_BUSPROF_DOM0_BASE up name a target
+ * domain in their first field and need device-model privilege over it.
+ *
+ * Return values: 0 on success, or a negative Xen errno:
+ *  -EINVAL     malformed argument (first > last, non-zero pad or flags)
+ *  -EPERM      range not allowed by the policy or not accessible to the guest
+ *  -ENOSPC     too many ranges in a table
+ *  -EEXIST     range overlaps a range already trapped
+ *  -ENOENT     no such trapped range / no such domain
+ *  -ENXIO      no profiler attached to the domain
+ *  -EBUSY      a profiler is attached already / another extract in flight
+ *  -EAGAIN     extract: the profiler is working on it, call again
+ *  -ETIMEDOUT  extract: the profiler did not answer in time
+ *  -EOPNOTSUPP unknown sub-op
+ */
+
+#define XEN_BUSPROF_MAX_RANGES            16  /* per table, per domain */
+#define XEN_BUSPROF_MAX_VCPUS             32  /* vCPUs with stamp slots */
+#define XEN_BUSPROF_CTRL_RING_SIZE        32  /* control messages in flight */
+#define XEN_BUSPROF_EXTRACT_MAX           1024 /* records per extract call */
+
+#define XEN_BUSPROF_DIR_OUT               0
+#define XEN_BUSPROF_DIR_IN                1
+
+#define XEN_BUSPROF_STATUS_OK             0
+#define XEN_BUSPROF_STATUS_TIMEOUT        1
+#define XEN_BUSPROF_STATUS_ERROR          2
+
+/* One transaction as handed back to the guest by XEN_BUSPROF_extract. */
+struct xen_busprof_record {
+    uint64_t id;             /* transaction id in the trace DB */
+    uint64_t rip;            /* guest RIP of the IN/OUT */
+    uint64_t t_trap_ns;      /* VM exit (dom0 CLOCK_MONOTONIC ns) */
+    uint64_t t_bus_begin_ns; /* just before the real access */
+    uint64_t t_bus_end_ns;   /* just after the real access */
+    uint64_t t_resume_ns;    /* guest resumed */
+    uint32_t value;                  /* data written or read */
+    uint16_t port;
+    uint16_t vcpu;
+    uint8_t size;                    /* 1, 2 or 4 */
+    uint8_t dir;                     /* XEN_BUSPROF_DIR_* */
+    uint8_t status;                  /* XEN_BUSPROF_STATUS_* */
+    uint8_t pad[5];
+};
+typedef struct xen_busprof_record xen_busprof_record_t;
+DEFINE_XEN_GUEST_HANDLE(xen_busprof_record_t);
+
+/*
+ * Guest: trap the calling domain's port I/O to [first, last].  The range
+ * must lie inside the policy dom0 set for the domain and inside the ports
+ * the domain may access at all, must not overlap a trapped range, and a
+ * profiler must be attached.  Adjacent ranges are allowed.
+ */
+#define XEN_BUSPROF_start_trap            1
+/* Guest: stop trapping a range; it must equal one passed to start_trap. */
+#define XEN_BUSPROF_stop_trap             2
+struct xen_busprof_trap {
+    uint16_t first;                  /* IN */
+    uint16_t last;                   /* IN */
+    uint32_t flags;                  /* IN: must be zero */
+};
+typedef struct xen_busprof_trap xen_busprof_trap_t;
+
+/*
+ * Guest: copy back the records of the calling domain's transactions whose
+ * port lies in [first, last].  The profiler answers asynchronously: the
+ * first call posts the request and returns -EAGAIN; the caller repeats the
+ * identical call until it returns 0 (or -ETIMEDOUT).  A request reads a
+ * snapshot of the trace: pass snapshot = 0 to take a new one, and the
+ * returned value with a larger offset to page through it.
+ */
+#define XEN_BUSPROF_extract               3
+struct xen_busprof_extract {
+    uint16_t first;                  /* IN */
+    uint16_t last;                   /* IN */
+    uint32_t nr;                     /* IN: room in buffer, <= EXTRACT_MAX;
+                                        OUT: records written */
+    uint64_t offset;         /* IN: index of the first record */
+    uint64_t snapshot;       /* IN/OUT */
+    uint64_t total;          /* OUT: records in range and snapshot */
+    XEN_GUEST_HANDLE(xen_busprof_record_t) buffer; /* IN */
+};
+typedef struct xen_busprof_extract xen_busprof_extract_t;
+
+#define XEN_BUSPROF_DOM0_BASE             16
+
+/*
+ * dom0: attach the profiler behind ioreq server `ioservid` to `domid`.
+ * Trapped ranges are mapped into that ioreq server.  The busprof page
+ * (struct xen_busprof_page) is then mapped with XENMEM_acquire_resource,
+ * type XENMEM_resource_busprof, id 0, frame 0; control messages are
+ * signalled on the Xen-bound event channel `ctrl_port` of `domid`.
+ */
+#define XEN_BUSPROF_attach                16
+struct xen_busprof_attach {
+    domid_t domid;                   /* IN */
+    uint16_t ioservid;               /* IN */
+    uint32_t version;                /* IN: XEN_BUSPROF_INTERFACE_VERSION */
+    uint32_t timeout_ms;             /* IN: longest wait of a trapped access
+                                        for the profiler, 0 = 1000 */
+    uint32_t ctrl_port;              /* OUT */
+    uint32_t nr_vcpus;               /* OUT */
+    uint32_t pad;                    /* IN: must be zero */
+};
+typedef struct xen_busprof_attach xen_busprof_attach_t;
+
+/*
+ * dom0: detach the profiler.  Pending accesses complete (reads return all
+ * ones), every trap of the domain is dropped; the policy stays.
+ */
+#define XEN_BUSPROF_detach                17
+struct xen_busprof_domain {
+    domid_t domid;                   /* IN */
+    uint16_t pad[3];                 /* IN: must be zero */
+};
+typedef struct xen_busprof_domain xen_busprof_domain_t;
+
+/* dom0: allow / revoke a range in the domain's trap policy. */
+#define XEN_BUSPROF_policy_allow          18
+#define XEN_BUSPROF_policy_revoke         19
+struct xen_busprof_policy {
+    domid_t domid;                   /* IN */
+    uint16_t first;                  /* IN */
+    uint16_t last;                   /* IN */
+    uint16_t pad;                    /* IN: must be zero */
+};
+typedef struct xen_busprof_policy xen_busprof_policy_t;
+
+/* dom0: answer the extract request `request` read from the control ring. */
+#define XEN_BUSPROF_extract_reply         20
+struct xen_busprof_extract_reply {
+    domid_t domid;                   /* IN */
+    uint16_t pad0;                   /* IN: must be zero */
+    uint32_t nr;                     /* IN: records, <= the request's nr */
+    uint64_t request;        /* IN: seq of the request message */
+    uint64_t total;          /* IN */
+    uint64_t snapshot;       /* IN */
+    int32_t status;                  /* IN: 0 or -errno for the guest */
+    uint32_t pad1;                   /* IN: must be zero */
+    XEN_GUEST_HANDLE(xen_busprof_record_t) records; /* IN */
+};
+typedef struct xen_busprof_extract_reply xen_busprof_extract_reply_t;
+
+/* dom0: read the domain's policy, traps and counters. */
+#define XEN_BUSPROF_query                 21
+struct xen_busprof_range {
+    uint16_t first;
+    uint16_t last;
+};
+struct xen_busprof_query {
+    domid_t domid;                   /* IN */
+    uint16_t pad;                    /* IN: must be zero */
+    uint32_t nr_policy;              /* OUT */
+    uint32_t nr_traps;               /* OUT */
+    uint32_t attached;               /* OUT: 1 if a profiler is attached */
+    uint64_t trapped;        /* OUT: accesses sent to the profiler */
+    uint64_t timeouts;       /* OUT: accesses completed without it */
+    struct xen_busprof_range policy[XEN_BUSPROF_MAX_RANGES]; /* OUT */
+    struct xen_busprof_range traps[XEN_BUSPROF_MAX_RANGES];  /* OUT */
+};
+typedef struct xen_busprof_query xen_busprof_query_t;
+
+/*
+ * The busprof page, shared by Xen (writer of everything but ctrl_cons) and
+ * the profiler.  Control messages form a single-producer ring; when it is
+ * full Xen counts the message in ctrl_lost instead of waiting.
+ */
+#define XEN_BUSPROF_CTRL_start_trap       1 /* first, last, tsc */
+#define XEN_BUSPROF_CTRL_stop_trap        2 /* first, last, tsc */
+#define XEN_BUSPROF_CTRL_extract          3 /* first, last, nr, offset,
+                                               snapshot, seq = request id */
+#define XEN_BUSPROF_CTRL_timeout          4 /* first = port: an access was
+                                               completed without the profiler */
+#define XEN_BUSPROF_CTRL_detach           5 /* the profiler was detached */
+
+struct xen_busprof_ctrl_msg {
+    uint32_t kind;                   /* XEN_BUSPROF_CTRL_* */
+    uint16_t vcpu;
+    uint16_t first;
+    uint16_t last;
+    uint16_t pad;
+    uint32_t nr;
+    uint64_t tsc;            /* when it happened (see tsc_khz) */
+    uint64_t seq;            /* increments per message */
+    uint64_t offset;
+    uint64_t snapshot;
+};
+
+/*
+ * Per-vCPU stamps.  Xen writes seq, rip and tsc_trap before it sends the
+ * ioreq of a trapped access, and resume_seq = seq with tsc_resume when the
+ * vCPU resumes after the profiler's answer.
+ */
+struct xen_busprof_stamp {
+    uint64_t seq;
+    uint64_t rip;
+    uint64_t tsc_trap;
+    uint64_t resume_seq;
+    uint64_t tsc_resume;
+};
+
+/* tsc values are CLOCK_MONOTONIC nanoseconds of dom0 already. */
+#define XEN_BUSPROF_PAGE_CLOCK_MONOTONIC  (1u << 0)
+
+struct xen_busprof_page {
+    uint32_t version;                /* XEN_BUSPROF_INTERFACE_VERSION */
+    uint32_t tsc_khz;                /* frequency of the tsc fields */
+    uint32_t nr_vcpus;
+    uint32_t flags;                  /* XEN_BUSPROF_PAGE_* */
+    uint32_t ctrl_prod;              /* written by Xen */
+    uint32_t ctrl_cons;              /* written by the profiler */
+    uint32_t ctrl_lost;              /* messages lost to a full ring */
+    uint32_t timeouts;               /* accesses completed without profiler */
+    uint64_t pad[4];
+    struct xen_busprof_ctrl_msg ring[XEN_BUSPROF_CTRL_RING_SIZE];
+    struct xen_busprof_stamp stamp[XEN_BUSPROF_MAX_VCPUS];
+};
+
+/* Resource type for XENMEM_acquire_resource (public/memory.h). */
+#ifndef XENMEM_resource_busprof
+#define XENMEM_resource_busprof           3
+#endif
+
+#endif /* __XEN_PUBLIC_BUSPROF_H__ */
+
+/*
+ * Local variables:
+ * mode: C
+ * c-file-style: "BSD"
+ * c-basic-offset: 4
+ * tab-width: 4
+ * indent-tabs-mode: nil
+ * End:
+ */

@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * busprof: hypervisor side of code-based bus profiling.
+ *
+ * The logic lives in common/busprof/{core,ranges}.c and needs only what is
+ * declared here plus a few host hooks, so the same files build in
+ * userspace for unit tests and for the simulated hypervisor (see
+ * tests/core and sim/ in the busprof tree).
+ */
+#ifndef __XEN_BUSPROF_H__
+#define __XEN_BUSPROF_H__
+
+#include <xen/types.h>
+#include <xen/spinlock.h>
+#include <xen/sched.h>
+#include <public/busprof.h>
+
+/* A sorted table of disjoint port ranges. */
+struct busprof_rangeset {
+    unsigned int nr;
+    struct xen_busprof_range r[XEN_BUSPROF_MAX_RANGES];
+};
+
+/* Add [first, last].  merge: union with overlapping and adjacent entries;
+ * !merge: refuse an overlap with -EEXIST and keep adjacent entries apart. */
+int busprof_ranges_add(struct busprof_rangeset *s, unsigned int first,
+                       unsigned int last, bool merge);
+/* exact: remove the entry equal to [first, last] (-ENOENT if none);
+ * !exact: subtract [first, last] from every entry (may split one). */
+int busprof_ranges_remove(struct busprof_rangeset *s, unsigned int first,
+                          unsigned int last, bool exact);
+/* Is every port of [first, last] inside the union of the entries? */
+bool busprof_ranges_covers(const struct busprof_rangeset *s,
+                           unsigned int first, unsigned int last);
+bool busprof_ranges_overlaps(const struct busprof_rangeset *s,
+                             unsigned int first, unsigned int last);
+
+enum busprof_extract_state {
+    BUSPROF_EXTRACT_IDLE,
+    BUSPROF_EXTRACT_POSTED,    /* request in the ring, profiler working */
+    BUSPROF_EXTRACT_ANSWERED,  /* answer waiting for the guest to collect */
+};
+
+/* Per-domain state, hung off struct domain.  Protected by lock. */
+struct busprof_domain {
+    spinlock_t lock;
+    struct busprof_rangeset policy;   /* set by dom0 */
+    struct busprof_rangeset traps;    /* set by the guest, within policy */
+
+    bool attached;
+    domid_t profiler;                 /* domain of the profiler */
+    uint16_t ioservid;                /* its ioreq server */
+    uint32_t timeout_ms;
+    unsigned int ctrl_port;
+    unsigned int nr_vcpus;
+    struct xen_busprof_page *page;    /* shared with the profiler */
+    uint64_t ctrl_seq;
+
+    uint64_t trapped;                 /* accesses sent to the profiler */
+    uint64_t timeouts;                /* accesses completed without it */
+
+    struct {
+        enum busprof_extract_state state;
+        uint64_t seq;                 /* request id = ctrl message seq */
+        unsigned int vcpu;
+        uint16_t first, last;
+        uint32_t nr;
+        uint64_t offset, snapshot;
+        s_time_t posted;
+        int32_t status;               /* answer */
+        uint32_t nr_out;
+        uint64_t total, snapshot_out;
+        struct xen_busprof_record *records;
+    } extract;
+};
+
+/* The hypercall.  curr is the calling vCPU. */
+long busprof_op(struct vcpu *curr, unsigned int cmd,
+                XEN_GUEST_HANDLE_PARAM(void) arg);
+
+/* I/O path hooks.  trapped: is this access of d sent to the profiler? */
+bool busprof_pio_trapped(struct domain *d, unsigned int port,
+                         unsigned int size);
+/* Stamp v before its ioreq is sent / when it resumes after the answer. */
+void busprof_stamp_trap(struct vcpu *v, uint64_t rip);
+void busprof_stamp_resume(struct vcpu *v);
+/* v's access to port was completed without the profiler (it timed out or
+ * went away): count it, tell the profiler, drop the domain's traps. */
+void busprof_access_timeout(struct vcpu *v, unsigned int port);
+/* How long a trapped access may wait for the profiler (0: not trapped). */
+unsigned int busprof_timeout_ms(struct domain *d);
+/* Detach the profiler of d (no-op if none); used on profiler exit. */
+void busprof_detach_domain(struct domain *d);
+/* Domain destruction: free everything. */
+void busprof_domain_destroy(struct domain *d);
+
+/*
+ * Host hooks, implemented by Xen's arch code or by the simulator.
+ */
+/* Target domain of a dom0 sub-op, with privilege checked; NULL + *rc. */
+struct domain *busprof_host_get_target(struct domain *caller, domid_t domid,
+                                       int *rc);
+void busprof_host_put_target(struct domain *d);
+/* May d access [first, last] at all (ioports_access_permitted)? */
+bool busprof_host_ioports_permitted(const struct domain *d,
+                                    unsigned int first, unsigned int last);
+/* Map / unmap [first, last] into ioreq server ioservid of d. */
+int busprof_host_map_ports(struct domain *d, uint16_t ioservid,
+                           unsigned int first, unsigned int last, bool map);
+/* The busprof page of d, shareable with the profiler. */
+struct xen_busprof_page *busprof_host_page_alloc(struct domain *d);
+void busprof_host_page_free(struct domain *d, struct xen_busprof_page *pg);
+/* A Xen-bound event channel of d whose remote end is domain remote. */
+int busprof_host_evtchn_alloc(struct domain *d, domid_t remote);
+void busprof_host_evtchn_notify(struct domain *d, unsigned int port);
+void busprof_host_evtchn_free(struct domain *d, unsigned int port);
+/* Clock of the stamps: value, frequency, XEN_BUSPROF_PAGE_* flags. */
+uint64_t busprof_host_tsc(void);
+uint32_t busprof_host_tsc_khz(void);
+uint32_t busprof_host_clock_flags(void);
+
+#endif /* __XEN_BUSPROF_H__ */
+
+/*
+ * Local variables:
+ * mode: C
+ * c-file-style: "BSD"
+ * c-basic-offset: 4
+ * indent-tabs-mode: nil
+ * End:
+ */
