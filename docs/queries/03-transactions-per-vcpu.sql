@@ -1,0 +1,15 @@
+-- Title: How many transactions did each vCPU make, and how much bus time did they take?
+-- Per session and vCPU: all recorded transactions, split into reads ('in')
+-- and writes ('out'), those that did not complete normally ('timeout' or
+-- 'error'), and the bus time of the 'ok' ones.
+SELECT session_id,
+       domid,
+       vcpu,
+       COUNT(*) AS transactions,
+       SUM(dir = 'in') AS reads,
+       SUM(dir = 'out') AS writes,
+       SUM(status <> 'ok') AS not_ok,
+       SUM(CASE WHEN status = 'ok' THEN t_bus_end_ns - t_bus_begin_ns END) AS bus_ns
+FROM transactions
+GROUP BY session_id, domid, vcpu
+ORDER BY session_id, vcpu;

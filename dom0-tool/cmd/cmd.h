@@ -1,0 +1,31 @@
+// One subcommand, one file: each registers itself on the CLI11 app.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+namespace busprof {
+
+struct Globals {
+    std::string db;           // trace DB
+    std::string socket;       // daemon control socket
+    std::string sim_socket;   // simulated hypervisor socket
+    std::string backend;      // sim | xen
+};
+
+// Each setup_* adds its subcommand; the callback runs it and returns the exit code.
+using Runner = std::function<int()>;
+void setup_daemon(CLI::App& app, Globals& g, Runner& run);
+void setup_policy(CLI::App& app, Globals& g, Runner& run);
+void setup_sessions(CLI::App& app, Globals& g, Runner& run);
+void setup_control(CLI::App& app, Globals& g, Runner& run); // pause resume stop rearm status
+void setup_stats(CLI::App& app, Globals& g, Runner& run);
+void setup_query(CLI::App& app, Globals& g, Runner& run);
+void setup_demo(CLI::App& app, Globals& g, Runner& run);
+
+// Sends one command line to the daemon; returns its reply without the
+// final OK line.  Throws UserError for ERR replies or no daemon.
+std::string daemon_request(const std::string& socket, const std::string& line);
+
+} // namespace busprof

@@ -1,0 +1,64 @@
+// busprof daemon DOMAIN: profile one guest domain.
+#include "cmd.h"
+#include "daemon.h"
+
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+namespace busprof {
+
+void setup_daemon(CLI::App& app, Globals& g, Runner& run) {
+    auto* c = app.add_subcommand("daemon", "profile a guest domain: serve its trapped port I/O");
+    auto cfg = std::make_shared<DaemonConfig>();
+    auto duration_s = std::make_shared<double>(0);
+    c->add_option("domain", cfg->domain, "guest domain, by name or id")->required();
+    c->add_option("--backend", g.backend, "hypervisor: sim or xen")->check(CLI::IsMember({"sim", "xen"}));
+    c->add_option("--bus", cfg->bus, "where accesses happen: sim (device models) or port (real inb/outb)")
+        ->check(CLI::IsMember({"sim", "port"}));
+    c->add_option("--db", g.db, "trace DB file (created if missing)");
+    c->add_option("--socket", g.socket, "control socket for pause/resume/stop/status");
+    c->add_option("--sim-socket", g.sim_socket, "socket of the simulated hypervisor");
+    c->add_option("--timeout-ms", cfg->timeout_ms, "longest a trapped access may wait for the daemon")
+        ->check(CLI::Range(1u, 60000u));
+    c->add_option("--queue", cfg->queue_capacity, "record queue capacity (transactions)")
+        ->check(CLI::Range(2ul, 1ul << 24));
+    c->add_option("--start-after", cfg->triggers.start_after_accesses,
+                  "start recording after N accesses instead of at start_trap");
+    c->add_flag("--manual-start", cfg->triggers.manual_start, "start recording only on 'busprof resume'");
+    c->add_flag("--stop-on-stop-trap", cfg->triggers.stop_on_stop_trap,
+                "stop when the guest removes its last trapped range");
+    c->add_option("--stop-after", cfg->triggers.stop_after_records, "stop after N records");
+    c->add_option("--duration", *duration_s, "stop N seconds after recording starts")
+        ->check(CLI::PositiveNumber);
+    c->add_option("--uart-base", cfg->sim_bus.uart_base, "sim bus: base port of the 16550 UART");
+    c->add_option("--latency-ns", cfg->sim_bus.latency_ns,
+                  "sim bus: time each access to the latency device (0x300-0x30f) takes");
+    run = nullptr;
+    c->callback([&g, cfg, duration_s, &run] {
+        run = [&g, cfg, duration_s] {
+            cfg->backend = g.backend;
+            cfg->db = g.db;
+            cfg->control_socket = g.socket;
+            cfg->sim_socket = g.sim_socket;
+            cfg->triggers.duration_ns = static_cast<uint64_t>(*duration_s * 1e9);
+            sigset_t set;
+            sigemptyset(&set);
+            sigaddset(&set, SIGTERM);
+            sigaddset(&set, SIGINT);
+            pthread_sigmask(SIG_BLOCK, &set, nullptr);
+            Daemon d(*cfg);
+            std::thread([&d, set] {
+                int sig;
+                sigwait(&set, &sig);
+                d.stop();
+            }).detach();
+            std::fprintf(stderr, "busprof: profiling domain %s (id %u), session %lld, DB %s\n",
+                         d.domain().name.c_str(), d.domain().domid,
+                         static_cast<long long>(d.session_id()), cfg->db.c_str());
+            return d.run() ? EXIT_SUCCESS : EXIT_FAILURE;
+        };
+    });
+}
+
+} // namespace busprof

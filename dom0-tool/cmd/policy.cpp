@@ -1,0 +1,64 @@
+// busprof policy DOMAIN: which port ranges a guest may trap.
+#include "cmd.h"
+#include "error.h"
+#include "hv.h"
+#include "simxen.h"
+
+#include <cstdio>
+
+namespace busprof {
+
+void setup_policy(CLI::App& app, Globals& g, Runner& run) {
+    auto* c = app.add_subcommand("policy", "allow, revoke or list the port ranges a domain may trap");
+    auto domain = std::make_shared<std::string>();
+    auto allow = std::make_shared<std::vector<std::string>>();
+    auto revoke = std::make_shared<std::vector<std::string>>();
+    c->add_option("domain", *domain, "guest domain, by name or id")->required();
+    c->add_option("--allow", *allow, "ranges to allow, e.g. 0x3f8-0x3ff,0x70-0x71");
+    c->add_option("--revoke", *revoke, "ranges to revoke (traps outside the policy are dropped)");
+    c->add_option("--backend", g.backend, "hypervisor: sim or xen")->check(CLI::IsMember({"sim", "xen"}));
+    c->add_option("--sim-socket", g.sim_socket, "socket of the simulated hypervisor");
+    c->callback([&g, &run, domain, allow, revoke] {
+        run = [&g, domain, allow, revoke] {
+            auto hv = make_hypervisor(g.backend, g.sim_socket);
+            DomainInfo d = hv->lookup(*domain);
+            auto apply = [&](const std::vector<std::string>& specs, unsigned cmd) {
+                for (auto& spec : specs)
+                    for (auto r : sim::parse_port_ranges(spec)) {
+                        xen_busprof_policy p{};
+                        p.domid = d.domid;
+                        p.first = r.first;
+                        p.last = r.last;
+                        long rc = hv->op(cmd, &p, sizeof(p));
+                        if (rc < 0)
+                            throw UserError("cannot " +
+                                                std::string(cmd == XEN_BUSPROF_policy_allow ? "allow" : "revoke") +
+                                                " ports " + spec + " for " + d.name + ": " + op_error(rc),
+                                            rc == -ENOSPC ? "at most 16 disjoint ranges per domain" : "");
+                    }
+            };
+            apply(*allow, XEN_BUSPROF_policy_allow);
+            apply(*revoke, XEN_BUSPROF_policy_revoke);
+
+            xen_busprof_query q{};
+            q.domid = d.domid;
+            long rc = hv->op(XEN_BUSPROF_query, &q, sizeof(q));
+            if (rc < 0)
+                throw UserError("cannot read the policy of " + d.name + ": " + op_error(rc));
+            std::printf("domain %s (id %u): profiler %s, %llu trapped accesses, %llu timeouts\n",
+                        d.name.c_str(), d.domid, q.attached ? "attached" : "not attached",
+                        static_cast<unsigned long long>(q.trapped),
+                        static_cast<unsigned long long>(q.timeouts));
+            std::printf("  policy:");
+            for (unsigned i = 0; i < q.nr_policy && i < XEN_BUSPROF_MAX_RANGES; i++)
+                std::printf(" 0x%x-0x%x", q.policy[i].first, q.policy[i].last);
+            std::printf(q.nr_policy ? "\n  traps: " : " (none)\n  traps: ");
+            for (unsigned i = 0; i < q.nr_traps && i < XEN_BUSPROF_MAX_RANGES; i++)
+                std::printf(" 0x%x-0x%x", q.traps[i].first, q.traps[i].last);
+            std::printf(q.nr_traps ? "\n" : " (none)\n");
+            return EXIT_SUCCESS;
+        };
+    });
+}
+
+} // namespace busprof

@@ -1,0 +1,68 @@
+// The dom0 view of a hypervisor: busprof_op sub-ops, and the channel a
+// profiler gets to one domain (ioreq server + busprof page + event
+// channels).  Backends: sim (busprof-simxen) and xen (libxen*).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include <busprof.h>
+#include <xen/hvm/ioreq.h>
+}
+
+namespace busprof {
+
+struct DomainInfo {
+    uint16_t domid = 0;
+    std::string name;
+    unsigned nr_vcpus = 0;
+};
+
+class Channel {
+  public:
+    virtual ~Channel() = default;
+
+    shared_iopage_t* ioreq = nullptr;
+    xen_busprof_page* page = nullptr;
+    unsigned nr_vcpus = 0;
+
+    struct Ev {
+        bool ctrl;     // control ring has messages
+        unsigned vcpu; // else: this vCPU's ioreq is ready
+    };
+    // Waits up to timeout_ms for events, or until wake_fd is readable.
+    virtual void wait(int timeout_ms, int wake_fd, std::vector<Ev>& out) = 0;
+    // Tells vCPU v its ioreq is answered.
+    virtual void notify_vcpu(unsigned v) = 0;
+};
+
+class Hypervisor {
+  public:
+    virtual ~Hypervisor() = default;
+    virtual std::string name() const = 0;
+    // A domain by name or numeric id.  Throws UserError if there is none.
+    virtual DomainInfo lookup(const std::string& dom) = 0;
+    // A dom0 busprof_op sub-op; records go with extract_reply.
+    // Returns 0 or a negative errno value.
+    virtual long op(unsigned cmd, void* arg, size_t size,
+                    const xen_busprof_record* records = nullptr, size_t nr = 0) = 0;
+    // Creates an ioreq server, attaches it as the domain's profiler, maps
+    // the busprof page and binds the event channels.  Throws.
+    virtual std::unique_ptr<Channel> attach(const DomainInfo& d, unsigned timeout_ms) = 0;
+};
+
+std::unique_ptr<Hypervisor> make_sim_hypervisor(const std::string& socket);
+std::unique_ptr<Hypervisor> make_xen_hypervisor();
+
+// Backend by name ("sim" or "xen"); sim_socket is used by sim only.
+std::unique_ptr<Hypervisor> make_hypervisor(const std::string& backend,
+                                            const std::string& sim_socket);
+
+// Message for a busprof_op error, e.g. "Operation not permitted (EPERM)".
+std::string op_error(long rc);
+
+} // namespace busprof

@@ -1,0 +1,243 @@
+#include "error.h"
+#include "hv.h"
+#include "seqpacket.h"
+
+extern "C" {
+#include "sim-proto.h"
+}
+
+#include <cstring>
+#include <mutex>
+#include <poll.h>
+#include <sys/mman.h>
+
+namespace busprof {
+
+namespace {
+
+class SimConn {
+  public:
+    explicit SimConn(const std::string& path) : path_(path) {
+        try {
+            sock_ = seqpacket_connect(path);
+        } catch (const SystemError& e) {
+            throw UserError("cannot reach the simulated hypervisor at " + path + " (" +
+                                e.what() + ")",
+                            "start it with 'busprof-simxen --socket " + path +
+                                " --domain ...', or use 'busprof demo'");
+        }
+        bp_sim_msg m{};
+        m.type = BP_SIM_HELLO;
+        m.role = BP_SIM_ROLE_DOM0;
+        call(m);
+        if (m.rc < 0)
+            throw SystemError("simulated hypervisor refused dom0 hello", -m.rc);
+    }
+
+    // Sends m (+records), replaces m by the reply; fds received go to fds.
+    void call(bp_sim_msg& m, const xen_busprof_record* recs = nullptr, size_t nr = 0,
+              std::vector<FD>* fds = nullptr) {
+        std::lock_guard lk(mu_);
+        m.version = BP_SIM_VERSION;
+        m.nr = static_cast<uint32_t>(nr);
+        std::vector<uint8_t> buf(sizeof(m) + nr * sizeof(xen_busprof_record));
+        std::memcpy(buf.data(), &m, sizeof(m));
+        if (nr)
+            std::memcpy(buf.data() + sizeof(m), recs, nr * sizeof(*recs));
+        send_msg(sock_.get(), buf.data(), buf.size());
+        size_t n = recv_msg(sock_.get(), buf.data(), buf.size(), fds);
+        if (n < sizeof(m))
+            throw SystemError("simulated hypervisor at " + path_ + " went away", ECONNRESET);
+        std::memcpy(&m, buf.data(), sizeof(m));
+    }
+
+  private:
+    std::string path_;
+    FD sock_;
+    std::mutex mu_;
+};
+
+void* map_fd(const FD& fd, size_t size) {
+    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+    if (p == MAP_FAILED)
+        throw_errno("mmap");
+    return p;
+}
+
+class SimChannel : public Channel {
+  public:
+    SimChannel(std::shared_ptr<SimConn> conn, uint16_t domid) : conn_(std::move(conn)), domid_(domid) {}
+    ~SimChannel() override {
+        xen_busprof_domain d{};
+        d.domid = domid_;
+        bp_sim_msg m{};
+        m.type = BP_SIM_HYPERCALL;
+        m.cmd = XEN_BUSPROF_detach;
+        std::memcpy(m.arg, &d, sizeof(d));
+        try {
+            conn_->call(m);
+        } catch (const std::exception&) {
+        }
+        if (ioreq)
+            ::munmap(ioreq, 4096);
+        if (page)
+            ::munmap(page, 4096);
+    }
+
+    void wait(int timeout_ms, int wake_fd, std::vector<Ev>& out) override {
+        std::vector<pollfd> p;
+        p.push_back({ctrl_.get(), POLLIN, 0});
+        for (auto& f : to_dm_)
+            p.push_back({f.get(), POLLIN, 0});
+        p.push_back({wake_fd, POLLIN, 0});
+        if (::poll(p.data(), p.size(), timeout_ms) <= 0)
+            return;
+        uint64_t cnt;
+        if (p[0].revents & POLLIN) {
+            (void)!::read(ctrl_.get(), &cnt, sizeof(cnt));
+            out.push_back({true, 0});
+        }
+        for (unsigned v = 0; v < to_dm_.size(); v++)
+            if (p[v + 1].revents & POLLIN) {
+                (void)!::read(to_dm_[v].get(), &cnt, sizeof(cnt));
+                out.push_back({false, v});
+            }
+    }
+
+    void notify_vcpu(unsigned v) override {
+        uint64_t one = 1;
+        (void)!::write(from_dm_[v].get(), &one, sizeof(one));
+    }
+
+    std::shared_ptr<SimConn> conn_;
+    uint16_t domid_;
+    FD ioreq_fd_, page_fd_, ctrl_;
+    std::vector<FD> to_dm_, from_dm_;
+};
+
+class SimHypervisorClient : public Hypervisor {
+  public:
+    explicit SimHypervisorClient(const std::string& socket)
+        : conn_(std::make_shared<SimConn>(socket)) {}
+
+    std::string name() const override { return "sim"; }
+
+    DomainInfo lookup(const std::string& dom) override {
+        bp_sim_msg m{};
+        m.type = BP_SIM_LOOKUP_DOMAIN;
+        char* end = nullptr;
+        unsigned long id = std::strtoul(dom.c_str(), &end, 0);
+        if (!dom.empty() && *end == '\0')
+            m.domid = static_cast<uint16_t>(id);
+        else
+            std::strncpy(m.name, dom.c_str(), sizeof(m.name) - 1);
+        conn_->call(m);
+        if (m.rc < 0)
+            throw UserError("no domain '" + dom + "'", "list the simulated domains with busprof-simxen's --domain options");
+        return {m.domid, std::string(m.name, strnlen(m.name, sizeof(m.name))), m.nr_vcpus};
+    }
+
+    long op(unsigned cmd, void* arg, size_t size, const xen_busprof_record* records,
+            size_t nr) override {
+        bp_sim_msg m{};
+        m.type = BP_SIM_HYPERCALL;
+        m.cmd = cmd;
+        if (size > sizeof(m.arg))
+            return -EINVAL;
+        std::memcpy(m.arg, arg, size);
+        conn_->call(m, records, nr);
+        if (m.rc == 0)
+            std::memcpy(arg, m.arg, size);
+        return m.rc;
+    }
+
+    std::unique_ptr<Channel> attach(const DomainInfo& d, unsigned timeout_ms) override {
+        auto ch = std::make_unique<SimChannel>(conn_, d.domid);
+        std::vector<FD> fds;
+        bp_sim_msg m{};
+        m.type = BP_SIM_CREATE_IOREQ_SERVER;
+        m.domid = d.domid;
+        conn_->call(m, nullptr, 0, &fds);
+        if (m.rc < 0)
+            throw SystemError("creating an ioreq server for domain " + d.name, -m.rc);
+        if (fds.size() != 1 + 2u * m.nr_vcpus)
+            throw SystemError("ioreq server: wrong number of descriptors", EPROTO);
+        ch->nr_vcpus = m.nr_vcpus;
+        ch->ioreq_fd_ = std::move(fds[0]);
+        ch->ioreq = static_cast<shared_iopage_t*>(map_fd(ch->ioreq_fd_, 4096));
+        for (unsigned v = 0; v < m.nr_vcpus; v++) {
+            ch->to_dm_.push_back(std::move(fds[1 + 2 * v]));
+            ch->from_dm_.push_back(std::move(fds[2 + 2 * v]));
+        }
+
+        xen_busprof_attach a{};
+        a.domid = d.domid;
+        a.ioservid = m.ioservid;
+        a.version = XEN_BUSPROF_INTERFACE_VERSION;
+        a.timeout_ms = timeout_ms;
+        long rc = op(XEN_BUSPROF_attach, &a, sizeof(a), nullptr, 0);
+        if (rc < 0)
+            throw UserError("cannot attach to domain " + d.name + ": " + op_error(rc),
+                            rc == -EBUSY ? "another busprof daemon profiles it already" : "");
+
+        fds.clear();
+        m = {};
+        m.type = BP_SIM_ACQUIRE_PAGE;
+        m.domid = d.domid;
+        conn_->call(m, nullptr, 0, &fds);
+        if (m.rc < 0 || fds.size() != 1)
+            throw SystemError("mapping the busprof page", m.rc < 0 ? -m.rc : EPROTO);
+        ch->page_fd_ = std::move(fds[0]);
+        ch->page = static_cast<xen_busprof_page*>(map_fd(ch->page_fd_, 4096));
+
+        fds.clear();
+        m = {};
+        m.type = BP_SIM_BIND_EVTCHN;
+        m.domid = d.domid;
+        m.port = a.ctrl_port;
+        conn_->call(m, nullptr, 0, &fds);
+        if (m.rc < 0 || fds.size() != 1)
+            throw SystemError("binding the control event channel", m.rc < 0 ? -m.rc : EPROTO);
+        ch->ctrl_ = std::move(fds[0]);
+        return ch;
+    }
+
+  private:
+    std::shared_ptr<SimConn> conn_;
+};
+
+} // namespace
+
+std::unique_ptr<Hypervisor> make_sim_hypervisor(const std::string& socket) {
+    return std::make_unique<SimHypervisorClient>(socket);
+}
+
+std::string op_error(long rc) {
+    static const std::pair<int, const char*> names[] = {
+        {EPERM, "EPERM"},   {ENOENT, "ENOENT"}, {ESRCH, "ESRCH"},   {ENXIO, "ENXIO"},
+        {EBUSY, "EBUSY"},   {EEXIST, "EEXIST"}, {EINVAL, "EINVAL"}, {ENOSPC, "ENOSPC"},
+        {E2BIG, "E2BIG"},   {EAGAIN, "EAGAIN"}, {ETIMEDOUT, "ETIMEDOUT"},
+        {EOPNOTSUPP, "EOPNOTSUPP"}, {EFAULT, "EFAULT"}, {ENOMEM, "ENOMEM"}};
+    int e = static_cast<int>(-rc);
+    for (auto& [n, s] : names)
+        if (n == e)
+            return std::string(std::strerror(e)) + " (" + s + ")";
+    return std::strerror(e);
+}
+
+std::unique_ptr<Hypervisor> make_hypervisor(const std::string& backend,
+                                            const std::string& sim_socket) {
+    if (backend == "sim")
+        return make_sim_hypervisor(sim_socket);
+    if (backend == "xen") {
+#ifdef BUSPROF_HAVE_XEN
+        return make_xen_hypervisor();
+#else
+        throw UserError("this busprof was built without the xen backend",
+                        "build it where libxen-dev 4.17 is installed");
+#endif
+    }
+    throw UserError("unknown backend '" + backend + "'", "use --backend sim or --backend xen");
+}
+
+} // namespace busprof

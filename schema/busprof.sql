@@ -1,0 +1,100 @@
+-- busprof trace database, schema version 1.
+--
+-- One clock for every time in this file: nanoseconds of dom0's
+-- CLOCK_MONOTONIC (Xen TSC values are converted by the daemon).
+-- Every table and column carries a comment; docs/schema.md is generated
+-- from these comments and a test fails when one is missing.
+
+-- Facts about this trace file.
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,      -- name of the fact: schema_version, clock, created_by
+    value TEXT NOT NULL        -- its value
+);
+
+-- One profiling session of one guest domain, from attach to stop.
+CREATE TABLE IF NOT EXISTS sessions (
+    id INTEGER PRIMARY KEY,            -- session id
+    domid INTEGER NOT NULL,            -- Xen domain id of the profiled guest
+    domain_name TEXT NOT NULL,         -- the domain's name when the session began
+    backend TEXT NOT NULL,             -- hypervisor backend: 'sim' or 'xen'
+    bus TEXT NOT NULL,                 -- bus backend that performed the accesses: 'sim' or 'port'
+    state TEXT NOT NULL
+        CHECK (state IN ('configured', 'profiling', 'paused', 'stopped')), -- current state of the session state machine
+    start_trigger TEXT NOT NULL,       -- what starts recording: 'start_trap', 'accesses:N' or 'manual'
+    stop_trigger TEXT NOT NULL,        -- what stops it: 'manual', 'stop_trap', 'records:N' or 'duration:NS'
+    created_ns INTEGER NOT NULL,       -- when the daemon attached to the domain (ns)
+    started_ns INTEGER,                -- when recording first began (ns); NULL before
+    stopped_ns INTEGER,                -- when the session stopped (ns); NULL while not stopped
+    recorded INTEGER NOT NULL DEFAULT 0,   -- transactions written to this file (count)
+    dropped INTEGER NOT NULL DEFAULT 0,    -- transactions lost because the record queue was full (count)
+    unrecorded INTEGER NOT NULL DEFAULT 0, -- accesses served while not profiling: configured, paused or stopped (count)
+    timeouts INTEGER NOT NULL DEFAULT 0    -- accesses Xen completed without the daemon (count)
+);
+
+-- One trapped port access: performed on the real bus by the daemon.
+CREATE TABLE IF NOT EXISTS transactions (
+    id INTEGER PRIMARY KEY,            -- transaction id, increasing in the order the daemon served them
+    session_id INTEGER NOT NULL REFERENCES sessions(id), -- session it belongs to
+    domid INTEGER NOT NULL,            -- Xen domain id of the guest that made the access
+    vcpu INTEGER NOT NULL,             -- the guest's vCPU that executed the instruction
+    rip INTEGER NOT NULL,              -- guest instruction pointer of the IN/OUT instruction
+    port INTEGER NOT NULL CHECK (port BETWEEN 0 AND 65535), -- I/O port accessed
+    size INTEGER NOT NULL CHECK (size IN (1, 2, 4)),        -- access width (bytes)
+    dir TEXT NOT NULL CHECK (dir IN ('in', 'out')),         -- 'in' reads the port, 'out' writes it
+    value INTEGER NOT NULL,            -- value written, or value read and returned to the guest
+    t_trap_ns INTEGER NOT NULL,        -- Xen took the VM exit for the access (ns)
+    t_bus_begin_ns INTEGER NOT NULL,   -- daemon, immediately before the real bus access (ns)
+    t_bus_end_ns INTEGER NOT NULL,     -- daemon, immediately after the real bus access (ns)
+    t_resume_ns INTEGER NOT NULL,      -- Xen resumed the guest vCPU with the result (ns)
+    status TEXT NOT NULL CHECK (status IN ('ok', 'timeout', 'error')) -- 'ok'; 'error': refused, no bus access made
+);
+CREATE INDEX IF NOT EXISTS transactions_by_port ON transactions (domid, port);
+
+-- Session markers: the guest's trap calls and the dom0 user's commands.
+CREATE TABLE IF NOT EXISTS markers (
+    id INTEGER PRIMARY KEY,            -- marker id
+    session_id INTEGER NOT NULL REFERENCES sessions(id), -- session it belongs to
+    kind TEXT NOT NULL
+        CHECK (kind IN ('start_trap', 'stop_trap', 'extract', 'pause', 'resume', 'stop')), -- what happened
+    vcpu INTEGER,                      -- guest vCPU that made the call; NULL for dom0 commands
+    port_first INTEGER,                -- first port of the range concerned; NULL if none
+    port_last INTEGER,                 -- last port of the range concerned; NULL if none
+    t_ns INTEGER NOT NULL              -- when it happened (ns); Xen's stamp for guest calls
+);
+
+-- Things that went wrong or out of the ordinary during a session.
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY,            -- event id
+    session_id INTEGER NOT NULL REFERENCES sessions(id), -- session it belongs to
+    kind TEXT NOT NULL,                -- 'timeout', 'detached', 'ctrl_lost', 'queue_full', 'refused'
+    t_ns INTEGER NOT NULL,             -- when the daemon noticed it (ns)
+    detail TEXT NOT NULL               -- human-readable description
+);
+
+-- Bus latency and proxy overhead per port and direction, over 'ok'
+-- transactions.  Bus time is t_bus_end_ns - t_bus_begin_ns; overhead is the
+-- rest of the time the guest waited: (t_resume_ns - t_trap_ns) - bus time.
+-- Percentiles use the nearest-rank method.
+CREATE VIEW IF NOT EXISTS port_latency AS
+WITH t AS (
+    SELECT domid, port, dir,
+           t_bus_end_ns - t_bus_begin_ns AS bus_ns,
+           (t_resume_ns - t_trap_ns) - (t_bus_end_ns - t_bus_begin_ns) AS overhead_ns,
+           ROW_NUMBER() OVER w AS rn,
+           COUNT(*) OVER (PARTITION BY domid, port, dir) AS n
+    FROM transactions
+    WHERE status = 'ok'
+    WINDOW w AS (PARTITION BY domid, port, dir ORDER BY t_bus_end_ns - t_bus_begin_ns)
+)
+SELECT domid,                                                   -- Xen domain id
+       port,                                                    -- I/O port
+       dir,                                                     -- 'in' or 'out'
+       MAX(n) AS count,                                         -- transactions (count)
+       MIN(bus_ns) AS min_ns,                                   -- fastest bus time (ns)
+       MIN(CASE WHEN rn >= (n * 50 + 99) / 100 THEN bus_ns END) AS p50_ns, -- median bus time (ns)
+       MIN(CASE WHEN rn >= (n * 95 + 99) / 100 THEN bus_ns END) AS p95_ns, -- 95th percentile bus time (ns)
+       MIN(CASE WHEN rn >= (n * 99 + 99) / 100 THEN bus_ns END) AS p99_ns, -- 99th percentile bus time (ns)
+       MAX(bus_ns) AS max_ns,                                   -- slowest bus time (ns)
+       AVG(overhead_ns) AS mean_overhead_ns                     -- mean proxy overhead per access (ns)
+FROM t
+GROUP BY domid, port, dir;
