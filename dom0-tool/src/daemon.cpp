@@ -417,7 +417,7 @@ std::string Daemon::control(const std::string& line) {
                 continue;
             session_.apply(a, now);
             if (a == SessionAction::rearm) {
-                sync_session();
+                // The stopped session keeps its row; the new one gets its own.
                 SessionRow row{dom_.domid, dom_.name, hv_->name(), bus_->name(),
                                to_string(session_.state()), cfg_.triggers.start_text(),
                                cfg_.triggers.stop_text(), now};

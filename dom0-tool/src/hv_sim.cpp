@@ -68,6 +68,17 @@ class SimChannel : public Channel {
   public:
     SimChannel(std::shared_ptr<SimConn> conn, uint16_t domid) : conn_(std::move(conn)), domid_(domid) {}
     ~SimChannel() override {
+        if (attached_)
+            detach();
+        if (ioreq)
+            ::munmap(ioreq, 4096);
+        if (page)
+            ::munmap(page, 4096);
+    }
+
+    // Only a channel that attached may detach: a failed second daemon
+    // must not take the profiler away from the first.
+    void detach() {
         xen_busprof_domain d{};
         d.domid = domid_;
         bp_sim_msg m{};
@@ -78,11 +89,9 @@ class SimChannel : public Channel {
             conn_->call(m);
         } catch (const std::exception&) {
         }
-        if (ioreq)
-            ::munmap(ioreq, 4096);
-        if (page)
-            ::munmap(page, 4096);
     }
+
+    bool attached_ = false;
 
     void wait(int timeout_ms, int wake_fd, std::vector<Ev>& out) override {
         std::vector<pollfd> p;
@@ -158,6 +167,10 @@ class SimHypervisorClient : public Hypervisor {
         m.type = BP_SIM_CREATE_IOREQ_SERVER;
         m.domid = d.domid;
         conn_->call(m, nullptr, 0, &fds);
+        if (m.rc == -EEXIST)
+            throw UserError("cannot create an ioreq server for domain " + d.name +
+                                ": it has one (EEXIST)",
+                            "another busprof daemon profiles it already");
         if (m.rc < 0)
             throw SystemError("creating an ioreq server for domain " + d.name, -m.rc);
         if (fds.size() != 1 + 2u * m.nr_vcpus)
@@ -179,6 +192,7 @@ class SimHypervisorClient : public Hypervisor {
         if (rc < 0)
             throw UserError("cannot attach to domain " + d.name + ": " + op_error(rc),
                             rc == -EBUSY ? "another busprof daemon profiles it already" : "");
+        ch->attached_ = true;
 
         fds.clear();
         m = {};

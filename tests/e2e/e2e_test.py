@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""End-to-end tests on the simulated hypervisor: three real processes
+(busprof-simxen, busprof daemon, a guest program) and a real SQLite file.
+
+usage: e2e_test.py CASE --bin BUILD_DIR      (one case, as ctest runs them)
+       e2e_test.py all --bin BUILD_DIR
+"""
+import argparse
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+DOMID = 1
+DOMAIN = "e2e-guest"
+
+
+class Rig:
+    """A simulated Xen, optionally a daemon, in a private directory."""
+
+    def __init__(self, bindir, ioports="0x3f8-0x3ff,0x70-0x71,0x300-0x30f"):
+        self.bindir = bindir
+        self.tmp = tempfile.TemporaryDirectory(prefix="busprof-e2e.")
+        self.dir = self.tmp.name
+        self.sim_sock = os.path.join(self.dir, "simxen.sock")
+        self.ctl_sock = os.path.join(self.dir, "busprof.sock")
+        self.db = os.path.join(self.dir, "trace.db")
+        self.procs = []
+        self.sim = self.spawn([self.exe("dom0-tool/busprof-simxen"), "--socket", self.sim_sock,
+                               "--domain", f"{DOMID}:{DOMAIN}:{ioports}:2"])
+        self.wait_path(self.sim_sock, self.sim)
+        self.daemon = None
+
+    def exe(self, rel):
+        return os.path.join(self.bindir, rel)
+
+    def spawn(self, argv, **kw):
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+        self.procs.append(p)
+        return p
+
+    def wait_path(self, path, proc, what="process"):
+        for _ in range(500):
+            if os.path.exists(path):
+                return
+            if proc.poll() is not None:
+                raise AssertionError(f"{what} exited: {proc.communicate()}")
+            time.sleep(0.01)
+        raise AssertionError(f"{path} never appeared")
+
+    def busprof(self, *args, check=True):
+        r = subprocess.run([self.exe("dom0-tool/busprof"), *args], capture_output=True, text=True,
+                           timeout=60)
+        if check and r.returncode != 0:
+            raise AssertionError(f"busprof {' '.join(args)} failed: {r.stderr}")
+        return r
+
+    def policy(self, ranges):
+        return self.busprof("policy", DOMAIN, "--allow", ranges, "--sim-socket", self.sim_sock)
+
+    def start_daemon(self, *extra):
+        self.daemon = self.spawn([self.exe("dom0-tool/busprof"), "daemon", DOMAIN, "--backend", "sim",
+                                  "--sim-socket", self.sim_sock, "--socket", self.ctl_sock,
+                                  "--db", self.db, *extra])
+        self.wait_path(self.ctl_sock, self.daemon, "daemon")
+
+    def guest(self, argv, timeout=60):
+        env = dict(os.environ, BUSPROF_SIM_SOCKET=self.sim_sock, BUSPROF_SIM_DOMID=str(DOMID))
+        return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout)
+
+    def guest_async(self, argv):
+        env = dict(os.environ, BUSPROF_SIM_SOCKET=self.sim_sock, BUSPROF_SIM_DOMID=str(DOMID))
+        return self.spawn(argv, env=env)
+
+    def stop_daemon(self):
+        self.daemon.send_signal(signal.SIGTERM)
+        out, err = self.daemon.communicate(timeout=30)
+        assert self.daemon.returncode == 0, f"daemon exit {self.daemon.returncode}: {err}"
+
+    def close(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+        self.tmp.cleanup()
+
+
+def query(db, sql, *args):
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(sql, args).fetchall()
+    finally:
+        con.close()
+
+
+# ---------------------------------------------------------------- cases
+
+def pipeline_records_every_access(rig):
+    rig.policy("0x3f8-0x3ff,0x70-0x71")
+    rig.start_daemon()
+    r = rig.guest([rig.exe("guest-lib/busprof-example-driver"), "-c", "-n", "200", "-q"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    rig.stop_daemon()
+    # The driver's own view: what bp_extract returned per range.
+    got = {m[0]: int(m[1]) for m in re.findall(r"EXTRACT (\w+) ports \S+: (\d+) records", r.stdout)}
+    db_uart = query(rig.db, "SELECT count(*) FROM transactions WHERE port BETWEEN 1016 AND 1023")[0][0]
+    db_cmos = query(rig.db, "SELECT count(*) FROM transactions WHERE port BETWEEN 112 AND 113")[0][0]
+    assert got == {"uart": db_uart, "cmos": db_cmos}, (got, db_uart, db_cmos)
+    assert db_uart == 600 and db_cmos == 800, (db_uart, db_cmos)
+    bad = query(rig.db, "SELECT count(*) FROM transactions WHERE NOT (t_trap_ns <= t_bus_begin_ns"
+                        " AND t_bus_begin_ns <= t_bus_end_ns AND t_bus_end_ns <= t_resume_ns)")[0][0]
+    assert bad == 0, f"{bad} rows with timestamps out of order"
+    # Every scratch read returns what the previous scratch write stored.
+    rows = query(rig.db, "SELECT dir, value FROM transactions WHERE port = 1023 ORDER BY id")
+    last = None
+    for d, v in rows:
+        if d == "out":
+            last = v
+        else:
+            assert v == last, f"scratch read {v:#x} after write {last:#x}"
+    ports = {(p, d) for p, d in query(rig.db, "SELECT port, dir FROM transactions")}
+    latency = {(p, d) for p, d in query(rig.db, "SELECT port, dir FROM port_latency")}
+    assert ports == latency, (ports, latency)
+    rips = query(rig.db, "SELECT count(DISTINCT rip), min(rip) FROM transactions")[0]
+    assert rips[0] >= 4 and rips[1] > 0, f"guest RIPs not recorded: {rips}"
+    marks = [k for (k,) in query(rig.db, "SELECT kind FROM markers ORDER BY id")]
+    assert marks[:2] == ["start_trap", "start_trap"] and "stop_trap" in marks and "extract" in marks, marks
+    assert query(rig.db, "PRAGMA integrity_check")[0][0] == "ok"
+    state = query(rig.db, "SELECT state, recorded FROM sessions")[0]
+    assert state == ("stopped", 1400), state
+
+
+def policy_refuses_unallowed_ports(rig):
+    rig.policy("0x70-0x71")  # not the UART
+    rig.start_daemon()
+    r = rig.guest([rig.exe("guest-lib/busprof-example-driver"), "-n", "5"])
+    assert r.returncode != 0 and "Operation not permitted" in r.stderr, r.stderr
+    rig.stop_daemon()
+    assert query(rig.db, "SELECT count(*) FROM transactions")[0][0] == 0
+
+
+def port_never_granted_is_refused(rig):
+    # dom0's policy allows 0x2f8-0x2ff but the domain may not touch it at all.
+    rig.policy("0x2f8-0x2ff")
+    rig.start_daemon()
+    r = rig.guest([rig.exe("guest-lib/busprof-example-driver"), "-u", "0x2f8", "-n", "5"])
+    assert r.returncode != 0 and "Operation not permitted" in r.stderr, r.stderr
+    rig.stop_daemon()
+    assert query(rig.db, "SELECT count(*) FROM transactions")[0][0] == 0
+
+
+def guest_completes_when_daemon_killed(rig):
+    rig.policy("0x300-0x30f")
+    rig.start_daemon("--latency-ns", "20000000000")  # the access would take 20 s
+    g = rig.guest_async([rig.exe("tests/e2e/busprof_slow_guest"), "0x300"])
+    assert g.stdout.readline().strip() == "TRAPPED"
+    time.sleep(0.5)
+    rig.daemon.kill()
+    rig.daemon.communicate()
+    t0 = time.time()
+    out, err = g.communicate(timeout=10)
+    assert g.returncode == 0, err
+    assert "READ 0xff" in out, out  # an unclaimed port reads all ones
+    assert time.time() - t0 < 5
+    assert query(rig.db, "PRAGMA integrity_check")[0][0] == "ok"
+    # The simulator dropped the trap when the daemon went: no trap is left.
+    r = rig.busprof("policy", DOMAIN, "--sim-socket", rig.sim_sock)
+    assert "not attached" in r.stdout and "traps:  (none)" in r.stdout, r.stdout
+
+
+def guest_completes_when_daemon_hangs(rig):
+    rig.policy("0x300-0x30f")
+    rig.start_daemon("--timeout-ms", "300")
+    rig.daemon.send_signal(signal.SIGSTOP)
+    g = rig.guest([rig.exe("tests/e2e/busprof_slow_guest"), "0x300"], timeout=20)
+    rig.daemon.send_signal(signal.SIGCONT)
+    assert g.returncode == 0, g.stderr
+    assert "READ 0xff" in g.stdout, g.stdout
+    r = rig.busprof("policy", DOMAIN, "--sim-socket", rig.sim_sock)
+    assert "1 timeouts" in r.stdout and "not attached" in r.stdout, r.stdout
+
+
+def session_commands_follow_state_machine(rig):
+    rig.policy("0x3f8-0x3ff")
+    rig.start_daemon("--manual-start")
+    status = lambda: rig.busprof("status", "--socket", rig.ctl_sock).stdout
+    assert "state configured" in status()
+    r = rig.busprof("pause", "--socket", rig.ctl_sock, check=False)
+    assert r.returncode == 1 and "cannot pause a session that is configured" in r.stderr, r.stderr
+    assert "state configured" in status()  # unchanged
+    # Accesses before the manual start are served but not recorded.
+    r = rig.guest([rig.exe("guest-lib/busprof-example-driver"), "-n", "10", "-q"])
+    assert "SCRATCH OK" in r.stdout, r.stdout
+    rig.busprof("resume", "--socket", rig.ctl_sock)
+    assert "state profiling" in status()
+    rig.busprof("pause", "--socket", rig.ctl_sock)
+    assert "state paused" in status()
+    rig.busprof("stop", "--socket", rig.ctl_sock)
+    r = rig.busprof("resume", "--socket", rig.ctl_sock, check=False)
+    assert r.returncode == 1 and "stopped" in r.stderr
+    rig.busprof("rearm", "--socket", rig.ctl_sock)
+    assert "session 2" in status() and "state configured" in status()
+    rig.stop_daemon()
+    rows = query(rig.db, "SELECT id, state, unrecorded, recorded FROM sessions ORDER BY id")
+    assert rows[0] == (1, "stopped", 30, 0), rows
+    kinds = [k for (k,) in query(rig.db, "SELECT kind FROM markers WHERE session_id = 1"
+                                           " AND vcpu IS NULL ORDER BY id")]
+    assert kinds == ["resume", "pause", "stop"], kinds
+
+
+def stop_after_records_trigger(rig):
+    rig.policy("0x3f8-0x3ff")
+    rig.start_daemon("--stop-after", "25")
+    r = rig.guest([rig.exe("guest-lib/busprof-example-driver"), "-n", "20", "-q"])
+    # The driver made 60 accesses; only 25 were recorded, so its check fails.
+    assert "SCRATCH OK" in r.stdout and "25 records (made 60" in r.stdout, r.stdout
+    rig.stop_daemon()
+    assert query(rig.db, "SELECT recorded, unrecorded, state FROM sessions") == [(25, 35, "stopped")]
+
+
+def two_daemons_cannot_attach(rig):
+    rig.policy("0x3f8-0x3ff")
+    rig.start_daemon()
+    r = rig.busprof("daemon", DOMAIN, "--sim-socket", rig.sim_sock, "--db",
+                    os.path.join(rig.dir, "second.db"), "--socket",
+                    os.path.join(rig.dir, "second.sock"), check=False)
+    assert r.returncode == 1, r
+    assert "ioreq server" in r.stderr or "EBUSY" in r.stderr or "EEXIST" in r.stderr, r.stderr
+    rig.stop_daemon()
+
+
+CASES = {f.__name__: f for f in [
+    pipeline_records_every_access, policy_refuses_unallowed_ports, port_never_granted_is_refused,
+    guest_completes_when_daemon_killed, guest_completes_when_daemon_hangs,
+    session_commands_follow_state_machine, stop_after_records_trigger, two_daemons_cannot_attach]}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", choices=["all", *CASES])
+    ap.add_argument("--bin", required=True)
+    a = ap.parse_args()
+    names = list(CASES) if a.case == "all" else [a.case]
+    passed = failed = 0
+    for n in names:
+        rig = Rig(os.path.abspath(a.bin))
+        try:
+            CASES[n](rig)
+            print(f"PASS {n}")
+            passed += 1
+        except Exception as e:  # noqa: BLE001 - report and go on
+            print(f"FAIL {n}: {e!r}")
+            failed += 1
+        finally:
+            rig.close()
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
