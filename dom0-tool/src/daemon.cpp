@@ -56,10 +56,13 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
         addr.sun_family = AF_UNIX;
         if (cfg_.control_socket.size() >= sizeof(addr.sun_path))
             throw UserError("control socket path too long: " + cfg_.control_socket);
-        std::strcpy(addr.sun_path, cfg_.control_socket.c_str());
-        ::unlink(cfg_.control_socket.c_str());
+        std::string tmp = cfg_.control_socket + ".new"; // appears only when listening
+        if (tmp.size() >= sizeof(addr.sun_path))
+            throw UserError("control socket path too long: " + cfg_.control_socket);
+        std::strcpy(addr.sun_path, tmp.c_str());
+        ::unlink(tmp.c_str());
         if (::bind(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0 ||
-            ::listen(s.get(), 16) < 0)
+            ::listen(s.get(), 16) < 0 || ::rename(tmp.c_str(), cfg_.control_socket.c_str()) < 0)
             throw UserError("cannot listen on " + cfg_.control_socket + ": " + std::strerror(errno),
                             "does its directory exist? choose another with --socket");
         control_listen_ = std::move(s);

@@ -31,12 +31,18 @@ FD seqpacket_listen(const std::string& path) {
     FD fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
     if (!fd)
         throw_errno("socket");
-    sockaddr_un addr = make_addr(path);
-    ::unlink(path.c_str());
+    // Bind under a temporary name and rename once listening, so a client
+    // that sees the path can connect.
+    std::string tmp = path + ".new";
+    sockaddr_un addr = make_addr(tmp);
+    ::unlink(tmp.c_str());
     if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0)
-        throw_errno("bind " + path);
-    if (::listen(fd.get(), 64) < 0)
-        throw_errno("listen " + path);
+        throw_errno("bind " + tmp);
+    if (::listen(fd.get(), 64) < 0 || ::rename(tmp.c_str(), path.c_str()) < 0) {
+        int err = errno;
+        ::unlink(tmp.c_str());
+        throw SystemError("listen " + path, err);
+    }
     return fd;
 }
 
