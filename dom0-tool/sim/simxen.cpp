@@ -66,17 +66,32 @@ DomainConfig parse_domain_config(const std::string& text) {
         f.push_back(item);
     if (f.size() < 3 || f.size() > 4)
         throw UserError("malformed domain '" + text + "'", "use DOMID:NAME:PORTS[:VCPUS]");
+    auto number = [&](const std::string& s, const char* what) {
+        size_t used = 0;
+        unsigned long v = 0;
+        try {
+            v = std::stoul(s, &used, 0);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (s.empty() || used != s.size() || s[0] == '-')
+            throw UserError(std::string("malformed ") + what + " '" + s + "' in '" + text + "'",
+                            "use DOMID:NAME:PORTS[:VCPUS], e.g. 1:demo:0x3f8-0x3ff:2");
+        return v;
+    };
     DomainConfig c;
-    unsigned long id = std::stoul(f[0], nullptr, 0);
+    unsigned long id = number(f[0], "domain id");
     if (id == 0 || id >= 0x7ff0)
         throw UserError("domain id " + f[0] + " out of range", "guests have ids 1..32751");
     c.domid = static_cast<uint16_t>(id);
     c.name = f[1];
+    if (c.name.empty() || c.name.size() >= 32)
+        throw UserError("bad domain name in '" + text + "'", "1 to 31 characters");
     c.ioports = parse_port_ranges(f[2]);
-    if (f.size() == 4)
-        c.vcpus = static_cast<unsigned>(std::stoul(f[3]));
-    if (c.vcpus == 0 || c.vcpus > 64)
+    unsigned long vcpus = f.size() == 4 ? number(f[3], "vCPU count") : c.vcpus;
+    if (vcpus == 0 || vcpus > 64)
         throw UserError("bad vCPU count in '" + text + "'", "1..64 vCPUs");
+    c.vcpus = static_cast<unsigned>(vcpus);
     return c;
 }
 

@@ -454,6 +454,11 @@ static int policy(struct domain *d, const struct xen_busprof_policy *p,
 static void query(struct domain *d, struct xen_busprof_query *q)
 {
     struct busprof_domain *bd = busprof_get(d, false);
+    domid_t domid = q->domid;
+
+    /* Every OUT field is written, also for a domain never configured. */
+    memset(q, 0, sizeof(*q));
+    q->domid = domid;
 
     if ( !bd )
         return;

@@ -1,0 +1,1486 @@
+// Unit tests for the hypervisor-side C of xen-patches/ (common/busprof/
+// {core,ranges}.c), built in userspace against the shim and driven through
+// busprof_op() and the I/O-path hooks, with test_host.cpp as the host.
+
+#include "test_host.h"
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+using testhost::host;
+
+namespace {
+
+// ===================================================================== ranges
+
+struct RS {
+    busprof_rangeset s{};
+    int add(unsigned f, unsigned l, bool merge) { return busprof_ranges_add(&s, f, l, merge); }
+    int remove(unsigned f, unsigned l, bool exact) {
+        return busprof_ranges_remove(&s, f, l, exact);
+    }
+    std::vector<std::pair<unsigned, unsigned>> v() const {
+        std::vector<std::pair<unsigned, unsigned>> o;
+        for (unsigned i = 0; i < s.nr; i++)
+            o.emplace_back(s.r[i].first, s.r[i].last);
+        return o;
+    }
+};
+using Ranges = std::vector<std::pair<unsigned, unsigned>>;
+
+TEST(Ranges, MergeUnitesOverlappingRanges) {
+    RS r;
+    ASSERT_EQ(r.add(10, 20, true), 0);
+    ASSERT_EQ(r.add(15, 30, true), 0);
+    EXPECT_EQ(r.v(), (Ranges{{10, 30}}));
+    ASSERT_EQ(r.add(5, 12, true), 0);
+    EXPECT_EQ(r.v(), (Ranges{{5, 30}}));
+    ASSERT_EQ(r.add(12, 14, true), 0); // inside: no change
+    EXPECT_EQ(r.v(), (Ranges{{5, 30}}));
+}
+
+TEST(Ranges, MergeUnitesAdjacentRanges) {
+    RS r;
+    ASSERT_EQ(r.add(10, 20, true), 0);
+    ASSERT_EQ(r.add(21, 30, true), 0);
+    EXPECT_EQ(r.v(), (Ranges{{10, 30}}));
+    ASSERT_EQ(r.add(0, 9, true), 0);
+    EXPECT_EQ(r.v(), (Ranges{{0, 30}}));
+}
+
+TEST(Ranges, MergeBridgesSeveralEntriesIntoOne) {
+    RS r;
+    ASSERT_EQ(r.add(10, 20, true), 0);
+    ASSERT_EQ(r.add(30, 40, true), 0);
+    ASSERT_EQ(r.add(50, 60, true), 0);
+    ASSERT_EQ(r.add(100, 110, true), 0);
+    ASSERT_EQ(r.add(21, 49, true), 0);
+    EXPECT_EQ(r.v(), (Ranges{{10, 60}, {100, 110}}));
+}
+
+TEST(Ranges, EntriesStaySortedWhateverTheInsertionOrder) {
+    for (bool merge : {false, true}) {
+        RS r;
+        ASSERT_EQ(r.add(100, 110, merge), 0);
+        ASSERT_EQ(r.add(10, 20, merge), 0);
+        ASSERT_EQ(r.add(50, 60, merge), 0);
+        EXPECT_EQ(r.v(), (Ranges{{10, 20}, {50, 60}, {100, 110}})) << "merge=" << merge;
+    }
+}
+
+TEST(Ranges, WithoutMergeAnOverlapIsEEXISTAndChangesNothing) {
+    RS r;
+    ASSERT_EQ(r.add(10, 20, false), 0);
+    EXPECT_EQ(r.add(20, 25, false), -EEXIST);
+    EXPECT_EQ(r.add(5, 10, false), -EEXIST);
+    EXPECT_EQ(r.add(12, 13, false), -EEXIST);
+    EXPECT_EQ(r.add(0, 0xffff, false), -EEXIST);
+    EXPECT_EQ(r.v(), (Ranges{{10, 20}}));
+}
+
+TEST(Ranges, WithoutMergeAdjacentRangesAreKeptApart) {
+    RS r;
+    ASSERT_EQ(r.add(10, 20, false), 0);
+    ASSERT_EQ(r.add(21, 30, false), 0);
+    ASSERT_EQ(r.add(9, 9, false), 0);
+    EXPECT_EQ(r.v(), (Ranges{{9, 9}, {10, 20}, {21, 30}}));
+}
+
+TEST(Ranges, CoversContinuesAcrossAdjacentEntries) {
+    RS r;
+    ASSERT_EQ(r.add(10, 20, false), 0);
+    ASSERT_EQ(r.add(21, 30, false), 0);
+    ASSERT_EQ(r.add(31, 31, false), 0);
+    EXPECT_TRUE(busprof_ranges_covers(&r.s, 15, 25));
+    EXPECT_TRUE(busprof_ranges_covers(&r.s, 10, 31));
+    EXPECT_TRUE(busprof_ranges_covers(&r.s, 20, 21));
+    EXPECT_FALSE(busprof_ranges_covers(&r.s, 9, 15));  // starts before
+    EXPECT_FALSE(busprof_ranges_covers(&r.s, 25, 32)); // ends after
+}
+
+TEST(Ranges, CoversStopsAtAGap) {
+    RS r;
+    ASSERT_EQ(r.add(10, 20, false), 0);
+    ASSERT_EQ(r.add(22, 30, false), 0);
+    EXPECT_FALSE(busprof_ranges_covers(&r.s, 15, 25));
+    EXPECT_FALSE(busprof_ranges_covers(&r.s, 21, 21));
+    EXPECT_TRUE(busprof_ranges_covers(&r.s, 22, 22));
+    EXPECT_FALSE(busprof_ranges_covers(&r.s, 20, 10)); // reversed
+    RS empty;
+    EXPECT_FALSE(busprof_ranges_covers(&empty.s, 0, 0));
+}
+
+TEST(Ranges, OverlapsDetectsAnySharedPort) {
+    RS r;
+    ASSERT_EQ(r.add(10, 20, false), 0);
+    EXPECT_TRUE(busprof_ranges_overlaps(&r.s, 20, 30));
+    EXPECT_TRUE(busprof_ranges_overlaps(&r.s, 0, 10));
+    EXPECT_TRUE(busprof_ranges_overlaps(&r.s, 0, 0xffff));
+    EXPECT_FALSE(busprof_ranges_overlaps(&r.s, 21, 30));
+    EXPECT_FALSE(busprof_ranges_overlaps(&r.s, 0, 9));
+}
+
+TEST(Ranges, Ports0And0xffffAreUsable) {
+    for (bool merge : {false, true}) {
+        RS r;
+        ASSERT_EQ(r.add(0xffff, 0xffff, merge), 0);
+        ASSERT_EQ(r.add(0, 0, merge), 0);
+        EXPECT_EQ(r.v(), (Ranges{{0, 0}, {0xffff, 0xffff}})) << "merge=" << merge;
+        EXPECT_TRUE(busprof_ranges_covers(&r.s, 0, 0));
+        EXPECT_TRUE(busprof_ranges_covers(&r.s, 0xffff, 0xffff));
+        EXPECT_FALSE(busprof_ranges_covers(&r.s, 0, 1));
+        EXPECT_FALSE(busprof_ranges_covers(&r.s, 0xfffe, 0xffff));
+    }
+    RS all;
+    ASSERT_EQ(all.add(0, 0xffff, true), 0);
+    EXPECT_TRUE(busprof_ranges_covers(&all.s, 0, 0xffff));
+    ASSERT_EQ(all.add(0xfff0, 0xffff, true), 0);
+    EXPECT_EQ(all.v(), (Ranges{{0, 0xffff}}));
+}
+
+TEST(Ranges, MergeAtTheTopPortDoesNotWrapToPort0) {
+    RS r;
+    ASSERT_EQ(r.add(0, 5, true), 0);
+    ASSERT_EQ(r.add(0xfff0, 0xffff, true), 0);
+    EXPECT_EQ(r.v(), (Ranges{{0, 5}, {0xfff0, 0xffff}}));
+}
+
+TEST(Ranges, FirstAboveLastIsEINVAL) {
+    for (bool flag : {false, true}) {
+        RS r;
+        ASSERT_EQ(r.add(10, 20, false), 0);
+        EXPECT_EQ(r.add(21, 20, flag), -EINVAL);
+        EXPECT_EQ(r.remove(20, 10, flag), -EINVAL);
+        EXPECT_EQ(r.v(), (Ranges{{10, 20}}));
+    }
+}
+
+TEST(Ranges, PortsAbove0xffffAreEINVAL) {
+    RS r;
+    EXPECT_EQ(r.add(0xfff0, 0x10000, false), -EINVAL);
+    EXPECT_EQ(r.add(0xfff0, 0x10000, true), -EINVAL);
+    EXPECT_EQ(r.s.nr, 0u);
+}
+
+static void fill16(RS& r, bool merge) {
+    // 16 ranges with a one-port gap between each: nothing merges.
+    for (unsigned i = 0; i < XEN_BUSPROF_MAX_RANGES; i++)
+        ASSERT_EQ(r.add(i * 10, i * 10 + 5, merge), 0) << i;
+}
+
+TEST(Ranges, SeventeenthDisjointRangeIsENOSPC) {
+    for (bool merge : {false, true}) {
+        RS r;
+        fill16(r, merge);
+        ASSERT_EQ(r.s.nr, 16u);
+        auto before = r.v();
+        EXPECT_EQ(r.add(1000, 1000, merge), -ENOSPC) << "merge=" << merge;
+        EXPECT_EQ(r.v(), before);
+    }
+}
+
+TEST(Ranges, AFullTableStillAcceptsARangeThatMerges) {
+    RS r;
+    fill16(r, true);
+    EXPECT_EQ(r.add(6, 9, true), 0); // joins [0,5] and [10,15]
+    EXPECT_EQ(r.s.nr, 15u);
+    EXPECT_EQ(r.s.r[0].first, 0u);
+    EXPECT_EQ(r.s.r[0].last, 15u);
+    EXPECT_EQ(r.add(1000, 1000, true), 0);
+    EXPECT_EQ(r.s.nr, 16u);
+}
+
+TEST(Ranges, ExactRemoveDeletesOnlyTheEqualEntry) {
+    RS r;
+    ASSERT_EQ(r.add(10, 20, false), 0);
+    ASSERT_EQ(r.add(21, 30, false), 0);
+    EXPECT_EQ(r.remove(10, 15, true), -ENOENT); // part of an entry
+    EXPECT_EQ(r.remove(10, 30, true), -ENOENT); // two entries
+    EXPECT_EQ(r.remove(40, 50, true), -ENOENT);
+    EXPECT_EQ(r.v(), (Ranges{{10, 20}, {21, 30}}));
+    EXPECT_EQ(r.remove(21, 30, true), 0);
+    EXPECT_EQ(r.v(), (Ranges{{10, 20}}));
+    EXPECT_EQ(r.remove(21, 30, true), -ENOENT);
+}
+
+TEST(Ranges, NonExactRemoveTrimsAndDeletesEntries) {
+    RS r;
+    ASSERT_EQ(r.add(10, 20, false), 0);
+    ASSERT_EQ(r.add(30, 40, false), 0);
+    ASSERT_EQ(r.add(50, 60, false), 0);
+    ASSERT_EQ(r.add(70, 80, false), 0);
+    // Trims the tail of the first, deletes the second and third, trims the
+    // head of the fourth.
+    EXPECT_EQ(r.remove(15, 74, false), 0);
+    EXPECT_EQ(r.v(), (Ranges{{10, 14}, {75, 80}}));
+    EXPECT_EQ(r.remove(0, 9, false), 0); // nothing there
+    EXPECT_EQ(r.v(), (Ranges{{10, 14}, {75, 80}}));
+    EXPECT_EQ(r.remove(0, 0xffff, false), 0);
+    EXPECT_EQ(r.s.nr, 0u);
+}
+
+TEST(Ranges, NonExactRemoveInsideAnEntrySplitsIt) {
+    RS r;
+    ASSERT_EQ(r.add(10, 20, true), 0);
+    ASSERT_EQ(r.add(100, 200, true), 0);
+    EXPECT_EQ(r.remove(150, 160, false), 0);
+    EXPECT_EQ(r.v(), (Ranges{{10, 20}, {100, 149}, {161, 200}}));
+    EXPECT_EQ(r.remove(15, 15, false), 0);
+    EXPECT_EQ(r.v(), (Ranges{{10, 14}, {16, 20}, {100, 149}, {161, 200}}));
+}
+
+TEST(Ranges, SplitInAFullTableIsENOSPCAndChangesNothing) {
+    RS r;
+    fill16(r, true);
+    auto before = r.v();
+    EXPECT_EQ(r.remove(2, 3, false), -ENOSPC); // would split [0,5]
+    EXPECT_EQ(r.v(), before);
+    // Also when the split is not the first entry touched.
+    EXPECT_EQ(r.remove(52, 53, false), -ENOSPC);
+    EXPECT_EQ(r.v(), before);
+    // Trimming needs no slot.
+    EXPECT_EQ(r.remove(0, 1, false), 0);
+    EXPECT_EQ(r.s.r[0].first, 2u);
+    EXPECT_EQ(r.s.nr, 16u);
+}
+
+// ============================================================ hypercall tests
+
+constexpr domid_t kGuest = 5;
+constexpr uint16_t kIoserv = 3;
+
+std::vector<xen_busprof_ctrl_msg> ring_between(const xen_busprof_page* pg, uint32_t cons,
+                                               uint32_t prod) {
+    std::vector<xen_busprof_ctrl_msg> out;
+    for (uint32_t i = cons; i != prod; i++)
+        out.push_back(pg->ring[i % XEN_BUSPROF_CTRL_RING_SIZE]);
+    return out;
+}
+
+class Core : public ::testing::Test {
+  protected:
+    struct domain dom0 {};
+    struct domain guest {};
+    struct vcpu dom0_v {};
+    struct vcpu gv[4]{};
+
+    void SetUp() override {
+        testhost::reset();
+        dom0.domain_id = 0;
+        dom0.max_vcpus = 1;
+        dom0_v.vcpu_id = 0;
+        dom0_v.domain = &dom0;
+        guest.domain_id = kGuest;
+        guest.max_vcpus = 4;
+        for (unsigned i = 0; i < 4; i++) {
+            gv[i].vcpu_id = i;
+            gv[i].domain = &guest;
+        }
+        host().domains[0] = &dom0;
+        host().domains[kGuest] = &guest;
+        host().ioports[kGuest] = {{0x3f8, 0x3ff}, {0x70, 0x71}, {0x300, 0x30f}};
+    }
+
+    void TearDown() override {
+        busprof_domain_destroy(&guest);
+        busprof_domain_destroy(&dom0);
+        EXPECT_EQ(guest.busprof, nullptr);
+        EXPECT_TRUE(host().live_pages.empty()) << "a busprof page was not freed";
+        testhost::reset();
+    }
+
+    template <typename T> long op(struct vcpu* v, unsigned cmd, T* arg) {
+        XEN_GUEST_HANDLE_PARAM(void) h;
+        set_xen_guest_handle(h, static_cast<void*>(arg));
+        return busprof_op(v, cmd, h);
+    }
+
+    long policy(unsigned cmd, unsigned first, unsigned last, domid_t domid = kGuest) {
+        xen_busprof_policy p{};
+        p.domid = domid;
+        p.first = static_cast<uint16_t>(first);
+        p.last = static_cast<uint16_t>(last);
+        return op(&dom0_v, cmd, &p);
+    }
+    long allow(unsigned first, unsigned last) {
+        return policy(XEN_BUSPROF_policy_allow, first, last);
+    }
+    long revoke(unsigned first, unsigned last) {
+        return policy(XEN_BUSPROF_policy_revoke, first, last);
+    }
+
+    long attach(uint32_t timeout_ms = 0, xen_busprof_attach* out = nullptr) {
+        xen_busprof_attach a{};
+        a.domid = kGuest;
+        a.ioservid = kIoserv;
+        a.version = XEN_BUSPROF_INTERFACE_VERSION;
+        a.timeout_ms = timeout_ms;
+        long rc = op(&dom0_v, XEN_BUSPROF_attach, &a);
+        if (out)
+            *out = a;
+        return rc;
+    }
+
+    long detach() {
+        xen_busprof_domain x{};
+        x.domid = kGuest;
+        return op(&dom0_v, XEN_BUSPROF_detach, &x);
+    }
+
+    long trap(unsigned cmd, unsigned first, unsigned last, unsigned vcpu = 0,
+              uint32_t flags = 0) {
+        xen_busprof_trap t{};
+        t.first = static_cast<uint16_t>(first);
+        t.last = static_cast<uint16_t>(last);
+        t.flags = flags;
+        return op(&gv[vcpu], cmd, &t);
+    }
+    long start(unsigned first, unsigned last, unsigned vcpu = 0) {
+        return trap(XEN_BUSPROF_start_trap, first, last, vcpu);
+    }
+    long stop(unsigned first, unsigned last, unsigned vcpu = 0) {
+        return trap(XEN_BUSPROF_stop_trap, first, last, vcpu);
+    }
+
+    xen_busprof_query query() {
+        xen_busprof_query q;
+        std::memset(&q, 0xee, sizeof(q));
+        q.domid = kGuest;
+        q.pad = 0;
+        EXPECT_EQ(op(&dom0_v, XEN_BUSPROF_query, &q), 0);
+        return q;
+    }
+
+    // The busprof page the profiler would map.
+    xen_busprof_page* page() {
+        auto it = host().live_pages.find(kGuest);
+        return it == host().live_pages.end() ? nullptr : it->second;
+    }
+
+    // Messages not yet consumed; consume() also advances ctrl_cons.
+    std::vector<xen_busprof_ctrl_msg> pending() {
+        auto* pg = page();
+        return pg ? ring_between(pg, pg->ctrl_cons, pg->ctrl_prod)
+                  : std::vector<xen_busprof_ctrl_msg>{};
+    }
+    std::vector<xen_busprof_ctrl_msg> consume() {
+        auto m = pending();
+        if (auto* pg = page())
+            pg->ctrl_cons = pg->ctrl_prod;
+        return m;
+    }
+    // Messages of the page freed last (detach), from its ctrl_cons on.
+    std::vector<xen_busprof_ctrl_msg> freed_page_pending() {
+        auto& bytes = host().freed_page_copy.at(kGuest);
+        auto* pg = reinterpret_cast<const xen_busprof_page*>(bytes.data());
+        return ring_between(pg, pg->ctrl_cons, pg->ctrl_prod);
+    }
+    const xen_busprof_page* freed_page() {
+        return reinterpret_cast<const xen_busprof_page*>(
+            host().freed_page_copy.at(kGuest).data());
+    }
+
+    // Policy for the UART and the CMOS, profiler attached.
+    void ready(uint32_t timeout_ms = 0) {
+        ASSERT_EQ(allow(0x3f8, 0x3ff), 0);
+        ASSERT_EQ(allow(0x70, 0x71), 0);
+        ASSERT_EQ(attach(timeout_ms), 0);
+        ASSERT_NE(page(), nullptr);
+    }
+
+    unsigned ctrl_port() { return host().evtchn_allocs.at(0).port; }
+    unsigned unmaps() {
+        unsigned n = 0;
+        for (auto& c : host().map_calls)
+            n += !c.map;
+        return n;
+    }
+};
+
+// ---------------------------------------------------------- policy and traps
+
+TEST_F(Core, StartTrapWithoutAnyPolicyIsEPERM) {
+    EXPECT_EQ(start(0x3f8, 0x3ff), -EPERM); // domain never configured
+    ASSERT_EQ(attach(), 0);
+    EXPECT_EQ(start(0x3f8, 0x3ff), -EPERM); // attached, empty policy
+    EXPECT_TRUE(host().map_calls.empty());
+}
+
+TEST_F(Core, StartTrapBeyondThePolicyIsEPERM) {
+    ASSERT_EQ(allow(0x3f8, 0x3fb), 0);
+    ASSERT_EQ(attach(), 0);
+    EXPECT_EQ(start(0x3f8, 0x3ff), -EPERM);
+    EXPECT_EQ(start(0x3f7, 0x3f8), -EPERM);
+    EXPECT_EQ(start(0x3f8, 0x3fb), 0);
+}
+
+TEST_F(Core, StartTrapOutsideThePortsTheDomainMayAccessIsEPERM) {
+    ASSERT_EQ(allow(0x3f0, 0x3ff), 0); // policy wider than the ioports
+    ASSERT_EQ(attach(), 0);
+    EXPECT_EQ(start(0x3f0, 0x3ff), -EPERM);
+    EXPECT_EQ(start(0x3f7, 0x3f8), -EPERM);
+    EXPECT_TRUE(host().map_calls.empty());
+    EXPECT_EQ(query().nr_traps, 0u);
+    EXPECT_EQ(start(0x3f8, 0x3ff), 0);
+}
+
+TEST_F(Core, StartTrapWithoutProfilerIsENXIO) {
+    ASSERT_EQ(allow(0x3f8, 0x3ff), 0);
+    EXPECT_EQ(start(0x3f8, 0x3ff), -ENXIO);
+    EXPECT_TRUE(host().map_calls.empty());
+}
+
+TEST_F(Core, StartTrapOverlappingATrappedRangeIsEEXIST) {
+    ready();
+    ASSERT_EQ(start(0x3f8, 0x3fb), 0);
+    EXPECT_EQ(start(0x3fb, 0x3ff), -EEXIST);
+    EXPECT_EQ(start(0x3f8, 0x3fb), -EEXIST);
+    EXPECT_EQ(host().map_calls.size(), 1u);
+    EXPECT_EQ(query().nr_traps, 1u);
+}
+
+TEST_F(Core, StartTrapOfAnAdjacentRangeIsAllowed) {
+    ready();
+    ASSERT_EQ(start(0x3f8, 0x3fb), 0);
+    ASSERT_EQ(start(0x3fc, 0x3ff), 0);
+    auto q = query();
+    ASSERT_EQ(q.nr_traps, 2u);
+    EXPECT_EQ(q.traps[0].first, 0x3f8);
+    EXPECT_EQ(q.traps[0].last, 0x3fb);
+    EXPECT_EQ(q.traps[1].first, 0x3fc);
+    EXPECT_EQ(q.traps[1].last, 0x3ff);
+}
+
+TEST_F(Core, StartTrapMapsThePortsAndPostsAStartMessage) {
+    ready();
+    host().tsc = 123456;
+    ASSERT_EQ(start(0x3f9, 0x3fd, 2), 0);
+
+    ASSERT_EQ(host().map_calls.size(), 1u);
+    auto c = host().map_calls[0];
+    EXPECT_EQ(c.domid, kGuest);
+    EXPECT_EQ(c.ioservid, kIoserv);
+    EXPECT_EQ(c.first, 0x3f9u);
+    EXPECT_EQ(c.last, 0x3fdu);
+    EXPECT_TRUE(c.map);
+
+    auto m = consume();
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].kind, XEN_BUSPROF_CTRL_start_trap);
+    EXPECT_EQ(m[0].first, 0x3f9);
+    EXPECT_EQ(m[0].last, 0x3fd);
+    EXPECT_EQ(m[0].vcpu, 2);
+    EXPECT_EQ(m[0].tsc, 123456u);
+    EXPECT_NE(m[0].seq, 0u);
+
+    ASSERT_EQ(host().notifies.size(), 1u);
+    EXPECT_EQ(host().notifies[0].domid, kGuest);
+    EXPECT_EQ(host().notifies[0].port, ctrl_port());
+}
+
+TEST_F(Core, StopTrapUnmapsThePortsAndPostsAStopMessage) {
+    ready();
+    ASSERT_EQ(start(0x70, 0x71, 1), 0);
+    consume();
+    host().tsc = 999;
+    ASSERT_EQ(stop(0x70, 0x71, 3), 0);
+
+    ASSERT_EQ(host().map_calls.size(), 2u);
+    auto c = host().map_calls[1];
+    EXPECT_EQ(c.ioservid, kIoserv);
+    EXPECT_EQ(c.first, 0x70u);
+    EXPECT_EQ(c.last, 0x71u);
+    EXPECT_FALSE(c.map);
+
+    auto m = consume();
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].kind, XEN_BUSPROF_CTRL_stop_trap);
+    EXPECT_EQ(m[0].first, 0x70);
+    EXPECT_EQ(m[0].last, 0x71);
+    EXPECT_EQ(m[0].vcpu, 3);
+    EXPECT_EQ(m[0].tsc, 999u);
+    EXPECT_EQ(host().notifies.size(), 2u);
+    EXPECT_EQ(query().nr_traps, 0u);
+}
+
+TEST_F(Core, ControlMessageSeqIncreasesByOnePerMessage) {
+    ready();
+    ASSERT_EQ(start(0x70, 0x71), 0);
+    ASSERT_EQ(stop(0x70, 0x71), 0);
+    ASSERT_EQ(start(0x70, 0x70), 0);
+    auto m = consume();
+    ASSERT_EQ(m.size(), 3u);
+    EXPECT_EQ(m[1].seq, m[0].seq + 1);
+    EXPECT_EQ(m[2].seq, m[1].seq + 1);
+}
+
+TEST_F(Core, StopTrapOfARangeNotTrappedIsENOENT) {
+    EXPECT_EQ(stop(0x3f8, 0x3ff), -ENOENT); // never configured
+    ready();
+    EXPECT_EQ(stop(0x3f8, 0x3ff), -ENOENT);
+    ASSERT_EQ(start(0x3f8, 0x3ff), 0);
+    EXPECT_EQ(stop(0x3f8, 0x3fb), -ENOENT); // part of a trapped range
+    EXPECT_EQ(stop(0x3f0, 0x3ff), -ENOENT);
+    EXPECT_EQ(unmaps(), 0u);
+    EXPECT_EQ(query().nr_traps, 1u);
+    EXPECT_EQ(stop(0x3f8, 0x3ff), 0);
+}
+
+TEST_F(Core, StartTrapFailsWithTheHostsErrorWhenMappingFails) {
+    ready();
+    host().map_rc = -ENOSPC;
+    EXPECT_EQ(start(0x3f8, 0x3ff), -ENOSPC);
+    EXPECT_EQ(query().nr_traps, 0u);
+    EXPECT_TRUE(pending().empty());
+    host().map_rc = 0;
+    EXPECT_EQ(start(0x3f8, 0x3ff), 0);
+}
+
+TEST_F(Core, SeventeenthTrapIsENOSPC) {
+    host().ioports[kGuest] = {{0, 0xffff}};
+    ASSERT_EQ(allow(0x100, 0x1ff), 0);
+    ASSERT_EQ(attach(), 0);
+    for (unsigned i = 0; i < XEN_BUSPROF_MAX_RANGES; i++)
+        ASSERT_EQ(start(0x100 + i, 0x100 + i), 0) << i;
+    EXPECT_EQ(start(0x180, 0x180), -ENOSPC);
+    EXPECT_EQ(host().map_calls.size(), XEN_BUSPROF_MAX_RANGES);
+}
+
+TEST_F(Core, PolicyAllowMergesAdjacentRanges) {
+    ASSERT_EQ(allow(0x3f8, 0x3fb), 0);
+    ASSERT_EQ(allow(0x3fc, 0x3ff), 0);
+    ASSERT_EQ(allow(0x70, 0x71), 0);
+    auto q = query();
+    ASSERT_EQ(q.nr_policy, 2u);
+    EXPECT_EQ(q.policy[0].first, 0x70);
+    EXPECT_EQ(q.policy[0].last, 0x71);
+    EXPECT_EQ(q.policy[1].first, 0x3f8);
+    EXPECT_EQ(q.policy[1].last, 0x3ff);
+}
+
+TEST_F(Core, PolicyAllowFirstAboveLastIsEINVAL) {
+    EXPECT_EQ(allow(0x3ff, 0x3f8), -EINVAL);
+    EXPECT_EQ(query().nr_policy, 0u);
+}
+
+TEST_F(Core, PolicyOfSeventeenDisjointRangesIsENOSPC) {
+    for (unsigned i = 0; i < XEN_BUSPROF_MAX_RANGES; i++)
+        ASSERT_EQ(allow(i * 4, i * 4 + 1), 0);
+    EXPECT_EQ(allow(0x1000, 0x1000), -ENOSPC);
+    EXPECT_EQ(query().nr_policy, XEN_BUSPROF_MAX_RANGES);
+}
+
+TEST_F(Core, RevokeOfAnUnconfiguredDomainIsANoOp) {
+    EXPECT_EQ(revoke(0, 0xffff), 0);
+    EXPECT_EQ(guest.busprof, nullptr);
+}
+
+TEST_F(Core, RevokingPolicyDropsTheTrapsOutsideIt) {
+    ready();
+    ASSERT_EQ(start(0x3f8, 0x3fb), 0);
+    ASSERT_EQ(start(0x3fc, 0x3ff, 1), 0);
+    ASSERT_EQ(start(0x70, 0x71), 0);
+    consume();
+    host().map_calls.clear();
+
+    ASSERT_EQ(revoke(0x3fe, 0x3fe), 0); // cuts into the second trap only
+
+    ASSERT_EQ(host().map_calls.size(), 1u);
+    EXPECT_FALSE(host().map_calls[0].map);
+    EXPECT_EQ(host().map_calls[0].first, 0x3fcu);
+    EXPECT_EQ(host().map_calls[0].last, 0x3ffu);
+    auto m = consume();
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].kind, XEN_BUSPROF_CTRL_stop_trap);
+    EXPECT_EQ(m[0].first, 0x3fc);
+    EXPECT_EQ(m[0].last, 0x3ff);
+
+    auto q = query();
+    ASSERT_EQ(q.nr_traps, 2u);
+    EXPECT_EQ(q.traps[0].first, 0x70);
+    EXPECT_EQ(q.traps[1].first, 0x3f8);
+    EXPECT_EQ(q.traps[1].last, 0x3fb);
+    ASSERT_EQ(q.nr_policy, 3u); // [0x70,0x71] [0x3f8,0x3fd] [0x3ff,0x3ff]
+    EXPECT_EQ(q.policy[1].last, 0x3fd);
+    EXPECT_EQ(q.policy[2].first, 0x3ff);
+
+    // Revoking everything drops every trap.
+    ASSERT_EQ(revoke(0, 0xffff), 0);
+    EXPECT_EQ(unmaps(), 3u);
+    EXPECT_EQ(consume().size(), 2u);
+    EXPECT_EQ(query().nr_traps, 0u);
+}
+
+TEST_F(Core, RevokeThatCannotSplitIsENOSPCAndKeepsTheTraps) {
+    host().ioports[kGuest] = {{0, 0xffff}};
+    for (unsigned i = 0; i < XEN_BUSPROF_MAX_RANGES; i++)
+        ASSERT_EQ(allow(i * 8, i * 8 + 3), 0);
+    ASSERT_EQ(attach(), 0);
+    ASSERT_EQ(start(0, 3), 0);
+    EXPECT_EQ(revoke(1, 2), -ENOSPC);
+    EXPECT_EQ(query().nr_traps, 1u);
+    EXPECT_EQ(query().nr_policy, XEN_BUSPROF_MAX_RANGES);
+    EXPECT_EQ(unmaps(), 0u);
+}
+
+// ---------------------------------------------------------------- validation
+
+TEST_F(Core, TrapWithNonZeroFlagsIsEINVAL) {
+    ready();
+    EXPECT_EQ(trap(XEN_BUSPROF_start_trap, 0x3f8, 0x3ff, 0, 1), -EINVAL);
+    EXPECT_EQ(trap(XEN_BUSPROF_start_trap, 0x3f8, 0x3ff, 0, 0x80000000u), -EINVAL);
+    EXPECT_TRUE(host().map_calls.empty());
+    ASSERT_EQ(start(0x3f8, 0x3ff), 0);
+    EXPECT_EQ(trap(XEN_BUSPROF_stop_trap, 0x3f8, 0x3ff, 0, 1), -EINVAL);
+    EXPECT_EQ(query().nr_traps, 1u);
+}
+
+TEST_F(Core, TrapWithFirstAboveLastIsEINVAL) {
+    ready();
+    EXPECT_EQ(start(0x3ff, 0x3f8), -EINVAL);
+    EXPECT_EQ(stop(0x3ff, 0x3f8), -EINVAL);
+}
+
+TEST_F(Core, NullArgumentIsEFAULT) {
+    ready();
+    EXPECT_EQ(op(&gv[0], XEN_BUSPROF_start_trap, static_cast<xen_busprof_trap*>(nullptr)),
+              -EFAULT);
+    EXPECT_EQ(op(&gv[0], XEN_BUSPROF_extract, static_cast<xen_busprof_extract*>(nullptr)),
+              -EFAULT);
+    EXPECT_EQ(op(&dom0_v, XEN_BUSPROF_query, static_cast<xen_busprof_query*>(nullptr)),
+              -EFAULT);
+}
+
+TEST_F(Core, AttachWithNonZeroPadIsEINVAL) {
+    xen_busprof_attach a{};
+    a.domid = kGuest;
+    a.version = XEN_BUSPROF_INTERFACE_VERSION;
+    a.pad = 1;
+    EXPECT_EQ(op(&dom0_v, XEN_BUSPROF_attach, &a), -EINVAL);
+    EXPECT_EQ(query().attached, 0u);
+    EXPECT_EQ(host().pages_allocated, 0u);
+}
+
+TEST_F(Core, AttachWithAnotherMajorVersionIsEINVAL) {
+    for (uint32_t v : {0x00000000u, 0x00020000u, 0x00000001u, 0xffff0000u}) {
+        xen_busprof_attach a{};
+        a.domid = kGuest;
+        a.version = v;
+        EXPECT_EQ(op(&dom0_v, XEN_BUSPROF_attach, &a), -EINVAL) << std::hex << v;
+    }
+    EXPECT_EQ(query().attached, 0u);
+}
+
+TEST_F(Core, AttachWithTheSameMajorAndAnotherMinorIsAccepted) {
+    xen_busprof_attach a{};
+    a.domid = kGuest;
+    a.version = XEN_BUSPROF_INTERFACE_VERSION + 7;
+    EXPECT_EQ(op(&dom0_v, XEN_BUSPROF_attach, &a), 0);
+    EXPECT_EQ(query().attached, 1u);
+}
+
+TEST_F(Core, PolicyWithNonZeroPadIsEINVAL) {
+    xen_busprof_policy p{};
+    p.domid = kGuest;
+    p.first = 0x70;
+    p.last = 0x71;
+    p.pad = 1;
+    EXPECT_EQ(op(&dom0_v, XEN_BUSPROF_policy_allow, &p), -EINVAL);
+    EXPECT_EQ(query().nr_policy, 0u);
+    ASSERT_EQ(allow(0x70, 0x71), 0);
+    EXPECT_EQ(op(&dom0_v, XEN_BUSPROF_policy_revoke, &p), -EINVAL);
+    EXPECT_EQ(query().nr_policy, 1u);
+}
+
+TEST_F(Core, DetachWithNonZeroPadIsEINVAL) {
+    ready();
+    for (int i = 0; i < 3; i++) {
+        xen_busprof_domain x{};
+        x.domid = kGuest;
+        x.pad[i] = 1;
+        EXPECT_EQ(op(&dom0_v, XEN_BUSPROF_detach, &x), -EINVAL) << "pad[" << i << "]";
+    }
+    EXPECT_EQ(query().attached, 1u);
+}
+
+TEST_F(Core, QueryWithNonZeroPadIsEINVAL) {
+    xen_busprof_query q{};
+    q.domid = kGuest;
+    q.pad = 2;
+    EXPECT_EQ(op(&dom0_v, XEN_BUSPROF_query, &q), -EINVAL);
+}
+
+TEST_F(Core, UnknownSubOpsAreEOPNOTSUPP) {
+    ready();
+    uint8_t buf[512] = {};
+    reinterpret_cast<domid_t*>(buf)[0] = kGuest;
+    for (unsigned cmd : {0u, 4u, 15u, 22u, 999u, 0xffffffffu}) {
+        EXPECT_EQ(op(&dom0_v, cmd, buf), -EOPNOTSUPP) << "dom0, cmd " << cmd;
+        EXPECT_EQ(op(&gv[0], cmd, buf), -EOPNOTSUPP) << "guest, cmd " << cmd;
+    }
+}
+
+TEST_F(Core, Dom0SubOpFromAGuestGetsTheHostsEPERM) {
+    ASSERT_EQ(allow(0x70, 0x71), 0);
+    for (unsigned cmd = XEN_BUSPROF_attach; cmd <= XEN_BUSPROF_query; cmd++) {
+        uint8_t buf[sizeof(xen_busprof_query)] = {};
+        auto* a = reinterpret_cast<xen_busprof_attach*>(buf);
+        a->domid = kGuest;
+        if (cmd == XEN_BUSPROF_attach)
+            a->version = XEN_BUSPROF_INTERFACE_VERSION;
+        if (cmd == XEN_BUSPROF_policy_allow || cmd == XEN_BUSPROF_policy_revoke) {
+            auto* p = reinterpret_cast<xen_busprof_policy*>(buf);
+            p->first = 0;
+            p->last = 0xffff;
+        }
+        EXPECT_EQ(op(&gv[0], cmd, buf), -EPERM) << "cmd " << cmd;
+    }
+    auto q = query();
+    EXPECT_EQ(q.attached, 0u);
+    ASSERT_EQ(q.nr_policy, 1u);
+    EXPECT_EQ(q.policy[0].first, 0x70);
+}
+
+TEST_F(Core, Dom0SubOpOnAnUnknownDomainGetsTheHostsError) {
+    EXPECT_EQ(policy(XEN_BUSPROF_policy_allow, 0x70, 0x71, 77), -ESRCH);
+}
+
+TEST_F(Core, EveryTargetTakenIsPutBack) {
+    ready();
+    ASSERT_EQ(start(0x70, 0x71), 0);
+    query();
+    ASSERT_EQ(revoke(0x70, 0x71), 0);
+    ASSERT_EQ(detach(), 0);
+    EXPECT_EQ(detach(), -ENXIO);
+    EXPECT_EQ(host().get_target_calls, 7u);
+    EXPECT_EQ(host().put_target_calls, 7u);
+}
+
+TEST_F(Core, AttachTwiceIsEBUSYAndKeepsTheFirstAttachment) {
+    xen_busprof_attach a{};
+    ASSERT_EQ(attach(0, &a), 0);
+    auto* pg = page();
+    EXPECT_EQ(attach(), -EBUSY);
+    EXPECT_EQ(page(), pg);
+    EXPECT_EQ(host().pages_allocated, 1u);
+    EXPECT_EQ(host().evtchn_allocs.size(), 1u);
+    EXPECT_EQ(query().attached, 1u);
+}
+
+TEST_F(Core, AttachReportsThePortAndVcpusAndFillsThePageHeader) {
+    host().tsc_khz = 3000000;
+    host().clock_flags = XEN_BUSPROF_PAGE_CLOCK_MONOTONIC;
+    xen_busprof_attach a{};
+    ASSERT_EQ(attach(0, &a), 0);
+    ASSERT_EQ(host().evtchn_allocs.size(), 1u);
+    EXPECT_EQ(host().evtchn_allocs[0].domid, kGuest);
+    EXPECT_EQ(a.ctrl_port, host().evtchn_allocs[0].port);
+    EXPECT_EQ(a.nr_vcpus, 4u);
+    auto* pg = page();
+    ASSERT_NE(pg, nullptr);
+    EXPECT_EQ(pg->version, static_cast<uint32_t>(XEN_BUSPROF_INTERFACE_VERSION));
+    EXPECT_EQ(pg->tsc_khz, 3000000u);
+    EXPECT_EQ(pg->nr_vcpus, 4u);
+    EXPECT_EQ(pg->flags, XEN_BUSPROF_PAGE_CLOCK_MONOTONIC);
+    EXPECT_EQ(pg->ctrl_prod, 0u);
+}
+
+TEST_F(Core, AttachTimeoutDefaultsTo1000ms) {
+    EXPECT_EQ(busprof_timeout_ms(&guest), 0u); // nothing attached
+    ASSERT_EQ(attach(0), 0);
+    EXPECT_EQ(busprof_timeout_ms(&guest), 1000u);
+    ASSERT_EQ(detach(), 0);
+    EXPECT_EQ(busprof_timeout_ms(&guest), 0u);
+    ASSERT_EQ(attach(250), 0);
+    EXPECT_EQ(busprof_timeout_ms(&guest), 250u);
+}
+
+TEST_F(Core, AttachOfADomainWithTooManyVcpusIsE2BIG) {
+    struct domain big {};
+    big.domain_id = 9;
+    big.max_vcpus = XEN_BUSPROF_MAX_VCPUS + 1;
+    host().domains[9] = &big;
+    xen_busprof_attach a{};
+    a.domid = 9;
+    a.version = XEN_BUSPROF_INTERFACE_VERSION;
+    EXPECT_EQ(op(&dom0_v, XEN_BUSPROF_attach, &a), -E2BIG);
+    EXPECT_EQ(host().pages_allocated, 0u);
+    busprof_domain_destroy(&big);
+}
+
+TEST_F(Core, AttachFailsCleanlyWhenThePageCannotBeAllocated) {
+    host().page_alloc_fails = true;
+    EXPECT_EQ(attach(), -ENOMEM);
+    EXPECT_EQ(query().attached, 0u);
+    host().page_alloc_fails = false;
+    EXPECT_EQ(attach(), 0);
+}
+
+TEST_F(Core, AttachFailsCleanlyWhenNoEventChannelIsLeft) {
+    host().evtchn_alloc_rc = -ENOSPC;
+    EXPECT_EQ(attach(), -ENOSPC);
+    EXPECT_EQ(query().attached, 0u);
+    EXPECT_EQ(host().pages_allocated, 1u);
+    EXPECT_EQ(host().pages_freed, 1u);
+    host().evtchn_alloc_rc = 0;
+    EXPECT_EQ(attach(), 0);
+}
+
+TEST_F(Core, ExtractWithNrAboveTheMaximumIsEINVAL) {
+    ready();
+    std::vector<xen_busprof_record> recs(XEN_BUSPROF_EXTRACT_MAX + 1);
+    xen_busprof_extract x{};
+    x.first = 0x3f8;
+    x.last = 0x3ff;
+    x.nr = XEN_BUSPROF_EXTRACT_MAX + 1;
+    set_xen_guest_handle(x.buffer, recs.data());
+    EXPECT_EQ(op(&gv[0], XEN_BUSPROF_extract, &x), -EINVAL);
+    EXPECT_TRUE(pending().empty());
+    x.nr = XEN_BUSPROF_EXTRACT_MAX;
+    EXPECT_EQ(op(&gv[0], XEN_BUSPROF_extract, &x), -EAGAIN);
+}
+
+TEST_F(Core, ExtractWithFirstAboveLastIsEINVAL) {
+    ready();
+    xen_busprof_extract x{};
+    x.first = 0x3ff;
+    x.last = 0x3f8;
+    EXPECT_EQ(op(&gv[0], XEN_BUSPROF_extract, &x), -EINVAL);
+    EXPECT_TRUE(pending().empty());
+}
+
+// --------------------------------------------------------- the trap decision
+
+class TrapDecision : public Core {
+  protected:
+    void SetUp() override {
+        Core::SetUp();
+        ready();
+        ASSERT_EQ(start(0x3f8, 0x3fb), 0);
+        ASSERT_EQ(start(0x3fc, 0x3ff), 0); // adjacent to the first
+        ASSERT_EQ(start(0x70, 0x70), 0);
+    }
+    bool trapped(unsigned port, unsigned size) {
+        return busprof_pio_trapped(&guest, port, size);
+    }
+};
+
+TEST_F(TrapDecision, AccessesWhollyInsideARangeAreTrapped) {
+    for (unsigned size : {1u, 2u, 4u}) {
+        EXPECT_TRUE(trapped(0x3f8, size)) << size;
+        EXPECT_TRUE(trapped(0x400 - size, size)) << size;
+    }
+    EXPECT_TRUE(trapped(0x70, 1));
+}
+
+TEST_F(TrapDecision, AccessesStraddlingARangeEndAreNotTrapped) {
+    EXPECT_FALSE(trapped(0x3ff, 2));
+    EXPECT_FALSE(trapped(0x3fe, 4));
+    EXPECT_FALSE(trapped(0x70, 2)); // 0x71 is not trapped
+    EXPECT_FALSE(trapped(0x3f7, 2)); // starts before
+    EXPECT_FALSE(trapped(0x6f, 1));
+    EXPECT_FALSE(trapped(0x71, 1));
+}
+
+TEST_F(TrapDecision, AnAccessSpanningTwoAdjacentRangesIsTrapped) {
+    EXPECT_TRUE(trapped(0x3fb, 2));
+    EXPECT_TRUE(trapped(0x3fa, 4));
+}
+
+TEST_F(TrapDecision, SizesOtherThan1_2_4AreNotTrapped) {
+    for (unsigned size : {0u, 3u, 5u, 8u})
+        EXPECT_FALSE(trapped(0x3f8, size)) << size;
+}
+
+TEST_F(TrapDecision, NothingIsTrappedAfterDetach) {
+    ASSERT_TRUE(trapped(0x3f8, 1));
+    ASSERT_EQ(detach(), 0);
+    EXPECT_FALSE(trapped(0x3f8, 1));
+    EXPECT_FALSE(trapped(0x70, 1));
+}
+
+TEST_F(TrapDecision, NothingIsTrappedAfterStopTrap) {
+    ASSERT_EQ(stop(0x3f8, 0x3fb), 0);
+    EXPECT_FALSE(trapped(0x3f8, 1));
+    EXPECT_FALSE(trapped(0x3fb, 2));
+    EXPECT_TRUE(trapped(0x3fc, 1));
+}
+
+TEST_F(Core, AccessAtPort0xffffDoesNotWrapAround) {
+    host().ioports[kGuest] = {{0, 0xf}, {0xfff0, 0xffff}};
+    ASSERT_EQ(allow(0, 0xf), 0);
+    ASSERT_EQ(allow(0xfff0, 0xffff), 0);
+    ASSERT_EQ(attach(), 0);
+    ASSERT_EQ(start(0xfff0, 0xffff), 0);
+    ASSERT_EQ(start(0, 0xf), 0);
+    EXPECT_TRUE(busprof_pio_trapped(&guest, 0xffff, 1));
+    EXPECT_TRUE(busprof_pio_trapped(&guest, 0xfffe, 2));
+    EXPECT_TRUE(busprof_pio_trapped(&guest, 0, 4));
+    EXPECT_FALSE(busprof_pio_trapped(&guest, 0xffff, 2));
+    EXPECT_FALSE(busprof_pio_trapped(&guest, 0xfffd, 4));
+}
+
+TEST_F(Core, NothingIsTrappedInAnUnconfiguredDomain) {
+    EXPECT_FALSE(busprof_pio_trapped(&guest, 0x3f8, 1));
+    ASSERT_EQ(allow(0x3f8, 0x3ff), 0);
+    EXPECT_FALSE(busprof_pio_trapped(&guest, 0x3f8, 1)); // policy alone
+}
+
+// -------------------------------------------------------------------- stamps
+
+TEST_F(Core, StampTrapAndResumeFillTheVcpusSlot) {
+    ready();
+    auto* pg = page();
+    host().tsc = 5000;
+    busprof_stamp_trap(&gv[2], 0xffffffff81001234ull);
+    EXPECT_EQ(pg->stamp[2].seq, 1u);
+    EXPECT_EQ(pg->stamp[2].rip, 0xffffffff81001234ull);
+    EXPECT_EQ(pg->stamp[2].tsc_trap, 5000u);
+    EXPECT_NE(pg->stamp[2].resume_seq, pg->stamp[2].seq); // not resumed yet
+
+    host().tsc = 7000;
+    busprof_stamp_resume(&gv[2]);
+    EXPECT_EQ(pg->stamp[2].resume_seq, 1u);
+    EXPECT_EQ(pg->stamp[2].tsc_resume, 7000u);
+    EXPECT_EQ(pg->stamp[2].tsc_trap, 5000u);
+
+    host().tsc = 9000;
+    busprof_stamp_trap(&gv[2], 0x401000);
+    EXPECT_EQ(pg->stamp[2].seq, 2u);
+    EXPECT_EQ(pg->stamp[2].rip, 0x401000u);
+    EXPECT_EQ(pg->stamp[2].tsc_trap, 9000u);
+    EXPECT_EQ(pg->stamp[2].resume_seq, 1u);
+    host().tsc = 9500;
+    busprof_stamp_resume(&gv[2]);
+    EXPECT_EQ(pg->stamp[2].resume_seq, 2u);
+    EXPECT_EQ(pg->stamp[2].tsc_resume, 9500u);
+
+    // Other vCPUs' slots are untouched.
+    for (unsigned v : {0u, 1u, 3u}) {
+        EXPECT_EQ(pg->stamp[v].seq, 0u) << v;
+        EXPECT_EQ(pg->stamp[v].rip, 0u) << v;
+    }
+    EXPECT_EQ(query().trapped, 2u);
+}
+
+TEST_F(Core, StampsWithoutAProfilerAreIgnored) {
+    busprof_stamp_trap(&gv[0], 1); // no state at all
+    busprof_stamp_resume(&gv[0]);
+    ASSERT_EQ(allow(0x70, 0x71), 0);
+    busprof_stamp_trap(&gv[0], 1); // state, no page
+    busprof_stamp_resume(&gv[0]);
+    EXPECT_EQ(query().trapped, 0u);
+}
+
+// ------------------------------------------------------------------- extract
+
+class Extract : public Core {
+  protected:
+    std::vector<xen_busprof_record> buf;
+
+    void SetUp() override {
+        Core::SetUp();
+        buf.resize(8);
+        std::memset(buf.data(), 0xaa, buf.size() * sizeof(buf[0]));
+    }
+
+    xen_busprof_extract req(uint32_t nr = 4, uint64_t offset = 0, uint64_t snapshot = 0,
+                            uint16_t first = 0x3f8, uint16_t last = 0x3ff) {
+        xen_busprof_extract x{};
+        x.first = first;
+        x.last = last;
+        x.nr = nr;
+        x.offset = offset;
+        x.snapshot = snapshot;
+        set_xen_guest_handle(x.buffer, buf.data());
+        return x;
+    }
+
+    long extract(xen_busprof_extract& x, unsigned vcpu = 0) {
+        return op(&gv[vcpu], XEN_BUSPROF_extract, &x);
+    }
+
+    static std::vector<xen_busprof_record> records(unsigned n) {
+        std::vector<xen_busprof_record> r(n);
+        for (unsigned i = 0; i < n; i++) {
+            r[i] = {};
+            r[i].id = 100 + i;
+            r[i].rip = 0x1000 + i;
+            r[i].t_trap_ns = 10 * i;
+            r[i].port = static_cast<uint16_t>(0x3f8 + i);
+            r[i].value = 0x40 + i;
+            r[i].size = 1;
+            r[i].dir = XEN_BUSPROF_DIR_IN;
+        }
+        return r;
+    }
+
+    long reply(uint64_t request, std::vector<xen_busprof_record>& recs, uint64_t total,
+               uint64_t snapshot, int32_t status = 0, uint32_t nr = ~0u) {
+        xen_busprof_extract_reply r{};
+        r.domid = kGuest;
+        r.request = request;
+        r.nr = nr == ~0u ? static_cast<uint32_t>(recs.size()) : nr;
+        r.total = total;
+        r.snapshot = snapshot;
+        r.status = status;
+        set_xen_guest_handle(r.records, recs.data());
+        return op(&dom0_v, XEN_BUSPROF_extract_reply, &r);
+    }
+
+    // Posts x from vcpu and returns the request message.
+    xen_busprof_ctrl_msg post(xen_busprof_extract& x, unsigned vcpu = 0) {
+        EXPECT_EQ(extract(x, vcpu), -EAGAIN);
+        auto m = consume();
+        EXPECT_EQ(m.size(), 1u);
+        return m.empty() ? xen_busprof_ctrl_msg{} : m.back();
+    }
+
+    bool buf_untouched() {
+        std::vector<uint8_t> aa(buf.size() * sizeof(buf[0]), 0xaa);
+        return std::memcmp(buf.data(), aa.data(), aa.size()) == 0;
+    }
+};
+
+TEST_F(Extract, WithoutAProfilerIsENXIO) {
+    auto x = req();
+    EXPECT_EQ(extract(x), -ENXIO);
+    ASSERT_EQ(allow(0x3f8, 0x3ff), 0);
+    EXPECT_EQ(extract(x), -ENXIO);
+}
+
+TEST_F(Extract, FirstCallPostsTheRequestAndReturnsEAGAIN) {
+    ready();
+    host().tsc = 4242;
+    auto x = req(6, 12, 0x55);
+    EXPECT_EQ(extract(x, 1), -EAGAIN);
+    auto m = consume();
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].kind, XEN_BUSPROF_CTRL_extract);
+    EXPECT_EQ(m[0].vcpu, 1);
+    EXPECT_EQ(m[0].first, 0x3f8);
+    EXPECT_EQ(m[0].last, 0x3ff);
+    EXPECT_EQ(m[0].nr, 6u);
+    EXPECT_EQ(m[0].offset, 12u);
+    EXPECT_EQ(m[0].snapshot, 0x55u);
+    EXPECT_EQ(m[0].tsc, 4242u);
+    ASSERT_EQ(host().notifies.size(), 1u);
+    EXPECT_EQ(host().notifies[0].port, ctrl_port());
+    EXPECT_TRUE(buf_untouched());
+}
+
+TEST_F(Extract, RepeatingAPendingRequestIsEAGAINWithoutANewMessage) {
+    ready();
+    auto x = req();
+    post(x);
+    for (int i = 0; i < 3; i++)
+        EXPECT_EQ(extract(x), -EAGAIN);
+    EXPECT_TRUE(pending().empty());
+    EXPECT_EQ(host().notifies.size(), 1u);
+}
+
+TEST_F(Extract, ReplyIsDeliveredToTheNextIdenticalCall) {
+    ready();
+    auto x = req(4, 0, 0);
+    auto m = post(x, 2);
+    auto recs = records(3);
+    ASSERT_EQ(reply(m.seq, recs, 17, 0xabcd), 0);
+
+    auto y = req(4, 0, 0);
+    ASSERT_EQ(extract(y, 2), 0);
+    EXPECT_EQ(y.nr, 3u);
+    EXPECT_EQ(y.total, 17u);
+    EXPECT_EQ(y.snapshot, 0xabcdu);
+    EXPECT_EQ(std::memcmp(buf.data(), recs.data(), 3 * sizeof(recs[0])), 0);
+    // Nothing beyond nr is written.
+    std::vector<uint8_t> aa(sizeof(buf[0]), 0xaa);
+    EXPECT_EQ(std::memcmp(&buf[3], aa.data(), aa.size()), 0);
+
+    // The mailbox is free again: the next call posts a new request.
+    auto z = req(4, 3, 0xabcd);
+    EXPECT_EQ(extract(z, 2), -EAGAIN);
+    auto m2 = consume();
+    ASSERT_EQ(m2.size(), 1u);
+    EXPECT_GT(m2[0].seq, m.seq);
+    EXPECT_EQ(m2[0].offset, 3u);
+    EXPECT_EQ(m2[0].snapshot, 0xabcdu);
+}
+
+TEST_F(Extract, AnAnswerIsCollectedOnlyOnce) {
+    ready();
+    auto x = req();
+    auto m = post(x);
+    auto recs = records(1);
+    ASSERT_EQ(reply(m.seq, recs, 1, 1), 0);
+    ASSERT_EQ(extract(x), 0);
+    EXPECT_EQ(reply(m.seq, recs, 1, 1), -ENOENT); // no second answer
+}
+
+TEST_F(Extract, ReplyWithAnEmptyResultSetsTotal) {
+    ready();
+    auto x = req();
+    auto m = post(x);
+    std::vector<xen_busprof_record> none;
+    ASSERT_EQ(reply(m.seq, none, 0, 9), 0);
+    auto y = req();
+    ASSERT_EQ(extract(y), 0);
+    EXPECT_EQ(y.nr, 0u);
+    EXPECT_EQ(y.total, 0u);
+    EXPECT_EQ(y.snapshot, 9u);
+    EXPECT_TRUE(buf_untouched());
+}
+
+TEST_F(Extract, ReplyWithAWrongSeqIsENOENTAndTheRequestStaysPending) {
+    ready();
+    auto x = req();
+    auto m = post(x);
+    auto recs = records(2);
+    EXPECT_EQ(reply(m.seq + 1, recs, 2, 1), -ENOENT);
+    EXPECT_EQ(reply(m.seq - 1, recs, 2, 1), -ENOENT);
+    EXPECT_EQ(extract(x), -EAGAIN);
+    EXPECT_TRUE(buf_untouched());
+    EXPECT_EQ(reply(m.seq, recs, 2, 1), 0);
+    EXPECT_EQ(extract(x), 0);
+}
+
+TEST_F(Extract, ReplyWithoutAPendingRequestIsENOENT) {
+    auto recs = records(1);
+    EXPECT_EQ(reply(1, recs, 1, 1), -ENOENT); // never configured
+    ready();
+    EXPECT_EQ(reply(1, recs, 1, 1), -ENOENT);
+}
+
+TEST_F(Extract, ReplyWithMoreRecordsThanRequestedIsEINVAL) {
+    ready();
+    auto x = req(2);
+    auto m = post(x);
+    auto recs = records(3);
+    EXPECT_EQ(reply(m.seq, recs, 3, 1), -EINVAL);
+    EXPECT_EQ(extract(x), -EAGAIN); // still waiting for a good answer
+    auto two = records(2);
+    EXPECT_EQ(reply(m.seq, two, 3, 1), 0);
+    EXPECT_EQ(extract(x), 0);
+    EXPECT_EQ(x.nr, 2u);
+}
+
+TEST_F(Extract, ReplyWithNrAboveTheMaximumIsEINVAL) {
+    ready();
+    auto x = req();
+    auto m = post(x);
+    auto recs = records(1);
+    EXPECT_EQ(reply(m.seq, recs, 1, 1, 0, XEN_BUSPROF_EXTRACT_MAX + 1), -EINVAL);
+    EXPECT_EQ(extract(x), -EAGAIN);
+}
+
+TEST_F(Extract, ReplyWithNonZeroPadsIsEINVAL) {
+    ready();
+    auto x = req();
+    auto m = post(x);
+    auto recs = records(1);
+    for (int which = 0; which < 2; which++) {
+        xen_busprof_extract_reply r{};
+        r.domid = kGuest;
+        r.request = m.seq;
+        r.nr = 1;
+        if (which)
+            r.pad1 = 1;
+        else
+            r.pad0 = 1;
+        set_xen_guest_handle(r.records, recs.data());
+        EXPECT_EQ(op(&dom0_v, XEN_BUSPROF_extract_reply, &r), -EINVAL) << "pad" << which;
+    }
+    EXPECT_EQ(extract(x), -EAGAIN);
+}
+
+TEST_F(Extract, ReplyWithAPositiveStatusIsEINVAL) {
+    ready();
+    auto x = req();
+    auto m = post(x);
+    std::vector<xen_busprof_record> none;
+    EXPECT_EQ(reply(m.seq, none, 0, 0, 5), -EINVAL);
+    EXPECT_EQ(extract(x), -EAGAIN);
+}
+
+TEST_F(Extract, ANegativeStatusInTheReplyIsReturnedToTheGuest) {
+    ready();
+    auto x = req();
+    auto m = post(x);
+    auto recs = records(2);
+    ASSERT_EQ(reply(m.seq, recs, 2, 1, -EIO), 0);
+    auto y = req();
+    EXPECT_EQ(extract(y), -EIO);
+    EXPECT_TRUE(buf_untouched());
+    EXPECT_EQ(y.nr, 4u); // not written back on error
+    // Collected: the next call is a new request.
+    EXPECT_EQ(extract(y), -EAGAIN);
+    EXPECT_EQ(consume().size(), 1u);
+}
+
+TEST_F(Extract, ADifferentRequestWhileOneIsPendingIsEBUSY) {
+    ready();
+    auto x = req();
+    post(x, 0);
+    auto same_other_vcpu = req();
+    EXPECT_EQ(extract(same_other_vcpu, 1), -EBUSY);
+    auto other = req(4, 0, 0, 0x70, 0x71);
+    EXPECT_EQ(extract(other, 1), -EBUSY);
+    EXPECT_EQ(extract(other, 0), -EBUSY); // same vCPU, other request
+    EXPECT_TRUE(pending().empty());
+    EXPECT_EQ(extract(x, 0), -EAGAIN); // the owner still waits
+}
+
+TEST_F(Extract, ARequestOlderThanTheTimeoutIsETIMEDOUT) {
+    ready(1); // timeout_ms = 1
+    auto x = req();
+    auto m = post(x);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_EQ(extract(x), -ETIMEDOUT);
+    // A late answer finds no request.
+    auto recs = records(1);
+    EXPECT_EQ(reply(m.seq, recs, 1, 1), -ENOENT);
+    // The next call starts over.
+    EXPECT_EQ(extract(x), -EAGAIN);
+    EXPECT_EQ(consume().size(), 1u);
+}
+
+TEST_F(Extract, AnAbandonedRequestIsTakenOverAfterTwiceTheTimeout) {
+    ready(1);
+    auto x = req();
+    auto m = post(x, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    auto y = req(2, 0, 0, 0x70, 0x71);
+    EXPECT_EQ(extract(y, 1), -EAGAIN);
+    auto m2 = consume();
+    ASSERT_EQ(m2.size(), 1u);
+    EXPECT_EQ(m2[0].vcpu, 1);
+    EXPECT_EQ(m2[0].first, 0x70);
+    auto recs = records(1);
+    EXPECT_EQ(reply(m.seq, recs, 1, 1), -ENOENT);
+    EXPECT_EQ(reply(m2[0].seq, recs, 1, 1), 0);
+}
+
+TEST_F(Extract, AFullRingMakesExtractRetryWithoutLosingTheRequest) {
+    ready();
+    for (unsigned i = 0; i < XEN_BUSPROF_CTRL_RING_SIZE / 2; i++) {
+        ASSERT_EQ(start(0x70, 0x71), 0);
+        ASSERT_EQ(stop(0x70, 0x71), 0);
+    }
+    auto x = req();
+    EXPECT_EQ(extract(x), -EAGAIN);
+    EXPECT_EQ(page()->ctrl_lost, 0u);
+    EXPECT_EQ(page()->ctrl_prod, XEN_BUSPROF_CTRL_RING_SIZE);
+    consume();
+    EXPECT_EQ(extract(x), -EAGAIN);
+    auto m = consume();
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].kind, XEN_BUSPROF_CTRL_extract);
+}
+
+TEST_F(Extract, DetachDropsAPendingRequest) {
+    ready();
+    auto x = req();
+    auto m = post(x);
+    ASSERT_EQ(detach(), 0);
+    EXPECT_EQ(extract(x), -ENXIO);
+    auto recs = records(1);
+    EXPECT_EQ(reply(m.seq, recs, 1, 1), -ENOENT);
+}
+
+TEST_F(Extract, ARecordBufferTheGuestCannotReceiveIsEFAULT) {
+    ready();
+    auto x = req();
+    auto m = post(x);
+    auto recs = records(1);
+    ASSERT_EQ(reply(m.seq, recs, 1, 1), 0);
+    set_xen_guest_handle(x.buffer, static_cast<xen_busprof_record*>(nullptr));
+    EXPECT_EQ(extract(x), -EFAULT);
+}
+
+// ----------------------------------------------------------------- ring full
+
+TEST_F(Core, AFullRingCountsLostMessagesAndOverwritesNothing) {
+    ready();
+    for (unsigned i = 0; i < XEN_BUSPROF_CTRL_RING_SIZE / 2; i++) {
+        ASSERT_EQ(start(0x70, 0x71), 0);
+        ASSERT_EQ(stop(0x70, 0x71), 0);
+    }
+    auto* pg = page();
+    ASSERT_EQ(pg->ctrl_prod, XEN_BUSPROF_CTRL_RING_SIZE);
+    EXPECT_EQ(pg->ctrl_lost, 0u);
+    auto before = pending();
+
+    // The trap operations themselves still work.
+    EXPECT_EQ(start(0x3f8, 0x3ff), 0);
+    EXPECT_EQ(stop(0x3f8, 0x3ff), 0);
+    EXPECT_EQ(start(0x3f8, 0x3fb), 0);
+    EXPECT_EQ(pg->ctrl_lost, 3u);
+    EXPECT_EQ(pg->ctrl_prod, XEN_BUSPROF_CTRL_RING_SIZE);
+    auto after = pending();
+    ASSERT_EQ(after.size(), before.size());
+    EXPECT_EQ(std::memcmp(after.data(), before.data(), after.size() * sizeof(after[0])), 0);
+    EXPECT_EQ(after.front().first, 0x70);
+    EXPECT_EQ(after.front().kind, XEN_BUSPROF_CTRL_start_trap);
+
+    // Once the consumer takes one, the next message goes in.
+    pg->ctrl_cons = 1;
+    EXPECT_EQ(stop(0x3f8, 0x3fb), 0);
+    EXPECT_EQ(pg->ctrl_prod, XEN_BUSPROF_CTRL_RING_SIZE + 1);
+    EXPECT_EQ(pg->ctrl_lost, 3u);
+    auto m = pending();
+    ASSERT_EQ(m.size(), XEN_BUSPROF_CTRL_RING_SIZE);
+    EXPECT_EQ(m.back().kind, XEN_BUSPROF_CTRL_stop_trap);
+    EXPECT_EQ(m.back().first, 0x3f8);
+    EXPECT_EQ(m.back().last, 0x3fb);
+    EXPECT_GT(m.back().seq, m[m.size() - 2].seq);
+    EXPECT_EQ(m[0].seq, before[1].seq); // the second message is still there
+}
+
+// ------------------------------------------------------- timeout and detach
+
+TEST_F(Core, AccessTimeoutCountsNotifiesAndDropsTheTraps) {
+    ready();
+    ASSERT_EQ(start(0x3f8, 0x3ff), 0);
+    ASSERT_EQ(start(0x70, 0x71), 0);
+    consume();
+    host().map_calls.clear();
+    unsigned port = ctrl_port();
+
+    busprof_access_timeout(&gv[1], 0x3f9);
+
+    // The traps are unmapped.
+    ASSERT_EQ(host().map_calls.size(), 2u);
+    for (auto& c : host().map_calls)
+        EXPECT_FALSE(c.map);
+    EXPECT_EQ(host().map_calls[0].first + host().map_calls[1].first, 0x3f8u + 0x70u);
+
+    // The page (freed by the detach) had the timeout and the detach message.
+    auto m = freed_page_pending();
+    ASSERT_EQ(m.size(), 2u);
+    EXPECT_EQ(m[0].kind, XEN_BUSPROF_CTRL_timeout);
+    EXPECT_EQ(m[0].vcpu, 1);
+    EXPECT_EQ(m[0].first, 0x3f9);
+    EXPECT_EQ(m[0].last, 0x3f9);
+    EXPECT_EQ(m[1].kind, XEN_BUSPROF_CTRL_detach);
+    EXPECT_EQ(freed_page()->timeouts, 1u);
+    ASSERT_EQ(host().evtchn_frees.size(), 1u);
+    EXPECT_EQ(host().evtchn_frees[0].port, port);
+
+    auto q = query();
+    EXPECT_EQ(q.timeouts, 1u);
+    EXPECT_EQ(q.attached, 0u);
+    EXPECT_EQ(q.nr_traps, 0u);
+    EXPECT_EQ(q.nr_policy, 2u); // the policy stays
+    EXPECT_EQ(busprof_timeout_ms(&guest), 0u);
+    EXPECT_FALSE(busprof_pio_trapped(&guest, 0x3f9, 1));
+    EXPECT_EQ(start(0x3f8, 0x3ff), -ENXIO);
+}
+
+TEST_F(Core, AccessTimeoutsAccumulateAcrossAttachments) {
+    ready();
+    busprof_access_timeout(&gv[0], 0x70);
+    ASSERT_EQ(attach(), 0);
+    busprof_access_timeout(&gv[0], 0x70);
+    busprof_access_timeout(&gv[0], 0x70); // not attached any more: still counted
+    EXPECT_EQ(query().timeouts, 3u);
+}
+
+TEST_F(Core, AccessTimeoutOfAnUnconfiguredDomainIsHarmless) {
+    busprof_access_timeout(&gv[0], 0x70);
+    EXPECT_EQ(guest.busprof, nullptr);
+}
+
+TEST_F(Core, DetachWithoutAProfilerIsENXIO) {
+    EXPECT_EQ(detach(), -ENXIO);
+    ASSERT_EQ(allow(0x70, 0x71), 0);
+    EXPECT_EQ(detach(), -ENXIO);
+}
+
+TEST_F(Core, DetachUnmapsTrapsFreesResourcesAndKeepsThePolicy) {
+    ready();
+    ASSERT_EQ(start(0x3f8, 0x3fb), 0);
+    ASSERT_EQ(start(0x70, 0x71), 0);
+    consume();
+    unsigned port = ctrl_port();
+
+    ASSERT_EQ(detach(), 0);
+    EXPECT_EQ(unmaps(), 2u);
+    EXPECT_EQ(host().pages_freed, 1u);
+    EXPECT_EQ(page(), nullptr);
+    ASSERT_EQ(host().evtchn_frees.size(), 1u);
+    EXPECT_EQ(host().evtchn_frees[0].port, port);
+    auto m = freed_page_pending();
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].kind, XEN_BUSPROF_CTRL_detach);
+    auto q = query();
+    EXPECT_EQ(q.attached, 0u);
+    EXPECT_EQ(q.nr_traps, 0u);
+    EXPECT_EQ(q.nr_policy, 2u);
+    EXPECT_EQ(stop(0x70, 0x71), -ENOENT);
+
+    // A new profiler can attach and trap again.
+    xen_busprof_attach a{};
+    ASSERT_EQ(attach(0, &a), 0);
+    EXPECT_NE(a.ctrl_port, port);
+    EXPECT_EQ(start(0x70, 0x71), 0);
+}
+
+TEST_F(Core, QueryReportsCounters) {
+    ready();
+    ASSERT_EQ(start(0x70, 0x71), 0);
+    busprof_stamp_trap(&gv[0], 1);
+    busprof_stamp_trap(&gv[1], 2);
+    busprof_stamp_trap(&gv[1], 3);
+    auto q = query();
+    EXPECT_EQ(q.attached, 1u);
+    EXPECT_EQ(q.trapped, 3u);
+    EXPECT_EQ(q.timeouts, 0u);
+    ASSERT_EQ(q.nr_traps, 1u);
+    EXPECT_EQ(q.traps[0].first, 0x70);
+    EXPECT_EQ(q.traps[0].last, 0x71);
+}
+
+TEST_F(Core, QueryOfAnUnconfiguredDomainIsEmpty) {
+    auto q = query();
+    EXPECT_EQ(q.nr_policy, 0u);
+    EXPECT_EQ(q.nr_traps, 0u);
+    EXPECT_EQ(q.attached, 0u);
+    EXPECT_EQ(q.trapped, 0u);
+}
+
+TEST_F(Core, DomainDestroyFreesEverything) {
+    ready();
+    ASSERT_EQ(start(0x3f8, 0x3ff), 0);
+    // An answered extract holds a copy of the records until collected.
+    std::vector<xen_busprof_record> recs(4);
+    xen_busprof_extract x{};
+    x.first = 0x3f8;
+    x.last = 0x3ff;
+    x.nr = 4;
+    set_xen_guest_handle(x.buffer, recs.data());
+    ASSERT_EQ(op(&gv[0], XEN_BUSPROF_extract, &x), -EAGAIN);
+    auto m = consume();
+    ASSERT_EQ(m.size(), 2u);
+    xen_busprof_extract_reply r{};
+    r.domid = kGuest;
+    r.request = m[1].seq;
+    r.nr = 4;
+    set_xen_guest_handle(r.records, recs.data());
+    ASSERT_EQ(op(&dom0_v, XEN_BUSPROF_extract_reply, &r), 0);
+
+    busprof_domain_destroy(&guest);
+    EXPECT_EQ(guest.busprof, nullptr);
+    EXPECT_EQ(host().pages_freed, host().pages_allocated);
+    EXPECT_TRUE(host().live_pages.empty());
+    EXPECT_EQ(host().evtchn_frees.size(), 1u);
+    EXPECT_EQ(unmaps(), 1u);
+    // Destroying again, or an unconfigured domain, is harmless.
+    busprof_domain_destroy(&guest);
+    busprof_detach_domain(&guest);
+}
+
+} // namespace

@@ -1,0 +1,156 @@
+// The simulated bus (dom0-tool/src/bus.cpp): the device models the daemon
+// performs a guest's accesses on in sim mode.
+#include "bus.h"
+#include "clock.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+namespace busprof {
+namespace {
+
+class SimBusTest : public ::testing::Test {
+  protected:
+    SimBusConfig cfg;
+    std::unique_ptr<Bus> bus;
+
+    void SetUp() override { bus = make_sim_bus(cfg); }
+
+    void out(uint16_t port, uint32_t v, unsigned size = 1) {
+        uint32_t value = v;
+        bus->access(port, size, true, &value);
+    }
+    uint32_t in(uint16_t port, unsigned size = 1, uint32_t junk = 0xdeadbeef) {
+        uint32_t value = junk;
+        bus->access(port, size, false, &value);
+        return value;
+    }
+};
+
+TEST_F(SimBusTest, IsNamedSim) { EXPECT_EQ(bus->name(), "sim"); }
+
+TEST_F(SimBusTest, UartScratchRegisterKeepsWhatIsWritten) {
+    for (uint32_t v : {0x5au, 0xa5u, 0x00u, 0xffu}) {
+        out(0x3ff, v);
+        EXPECT_EQ(in(0x3ff), v);
+    }
+}
+
+TEST_F(SimBusTest, UartLineStatusReportsTransmitterEmpty) {
+    EXPECT_EQ(in(0x3fd), 0x60u);
+    out(0x3fd, 0x00); // LSR is read-only on a 16550
+    EXPECT_EQ(in(0x3fd), 0x60u);
+}
+
+TEST_F(SimBusTest, UartFollowsTheConfiguredBase) {
+    cfg.uart_base = 0x2f8;
+    bus = make_sim_bus(cfg);
+    out(0x2ff, 0x77);
+    EXPECT_EQ(in(0x2ff), 0x77u);
+    EXPECT_EQ(in(0x2fd), 0x60u);
+    EXPECT_EQ(in(0x3ff), 0xffu); // nothing at the default base any more
+}
+
+TEST_F(SimBusTest, CmosStoresBytesBehindItsIndexPort) {
+    out(0x70, 0x10);
+    out(0x71, 0x42);
+    out(0x70, 0x11);
+    out(0x71, 0x43);
+    out(0x70, 0x10);
+    EXPECT_EQ(in(0x71), 0x42u);
+    out(0x70, 0x11);
+    EXPECT_EQ(in(0x71), 0x43u);
+    EXPECT_EQ(in(0x70), 0x11u);
+}
+
+TEST_F(SimBusTest, CmosIndexIgnoresTheNmiBit) {
+    out(0x70, 0x90); // NMI disable | index 0x10
+    out(0x71, 0x99);
+    EXPECT_EQ(in(0x70), 0x10u);
+    out(0x70, 0x10);
+    EXPECT_EQ(in(0x71), 0x99u);
+}
+
+TEST_F(SimBusTest, UndecodedPortsReadAllOnes) {
+    EXPECT_EQ(in(0x500), 0xffu);
+    EXPECT_EQ(in(0x500, 2), 0xffffu);
+    EXPECT_EQ(in(0x500, 4), 0xffffffffu);
+    out(0x500, 0x12);
+    EXPECT_EQ(in(0x500), 0xffu);
+}
+
+TEST_F(SimBusTest, ReadsReturnOnlyTheBytesOfTheirSize) {
+    out(0x3ff, 0x5a);
+    EXPECT_EQ(in(0x3ff, 1, 0xffffffff), 0x5au);
+}
+
+TEST_F(SimBusTest, WritesLeaveTheValueAlone) {
+    uint32_t v = 0x12345678;
+    bus->access(0x3ff, 1, true, &v);
+    EXPECT_EQ(v, 0x12345678u);
+}
+
+TEST_F(SimBusTest, TwoByteWriteActsAsTwoByteWrites) {
+    // Low byte to the CMOS index, high byte to the data port.
+    out(0x70, 0x1234, 2);
+    out(0x70, 0x34);
+    EXPECT_EQ(in(0x71), 0x12u);
+}
+
+TEST_F(SimBusTest, WideReadsAssembleLittleEndianBytes) {
+    out(0x3fe, 0xab); // MSR slot keeps what is written
+    out(0x3ff, 0xcd);
+    EXPECT_EQ(in(0x3fd, 2), 0xab60u);
+    // Straddling the end of the UART: the last two bytes decode to nothing.
+    EXPECT_EQ(in(0x3fe, 4), 0xffffcdabu);
+}
+
+TEST_F(SimBusTest, FourByteWriteFillsFourLatencyRegisters) {
+    cfg.latency_ns = 0;
+    bus = make_sim_bus(cfg);
+    out(0x300, 0x44332211, 4);
+    EXPECT_EQ(in(0x300), 0x11u);
+    EXPECT_EQ(in(0x301), 0x22u);
+    EXPECT_EQ(in(0x302), 0x33u);
+    EXPECT_EQ(in(0x303), 0x44u);
+    EXPECT_EQ(in(0x301, 2), 0x3322u);
+    EXPECT_EQ(in(0x304), 0x00u);
+}
+
+TEST_F(SimBusTest, LatencyDeviceTakesTheConfiguredTimePerByte) {
+    cfg.latency_ns = 2000000; // 2 ms
+    bus = make_sim_bus(cfg);
+    uint64_t t0 = now_ns();
+    out(0x305, 0x9c);
+    uint64_t t1 = now_ns();
+    EXPECT_EQ(in(0x305), 0x9cu);
+    uint64_t t2 = now_ns();
+    in(0x30c, 4); // four byte accesses
+    uint64_t t3 = now_ns();
+    EXPECT_GE(t1 - t0, 2000000u);
+    EXPECT_GE(t2 - t1, 2000000u);
+    EXPECT_GE(t3 - t2, 4 * 2000000u);
+}
+
+TEST_F(SimBusTest, LatencyDeviceFollowsTheConfiguredBase) {
+    cfg.latency_base = 0x600;
+    cfg.latency_ns = 0;
+    bus = make_sim_bus(cfg);
+    out(0x60f, 0x31);
+    EXPECT_EQ(in(0x60f), 0x31u);
+    EXPECT_EQ(in(0x610), 0xffu); // 16 ports only
+    EXPECT_EQ(in(0x300), 0xffu);
+}
+
+TEST_F(SimBusTest, OtherDevicesAreFast) {
+    cfg.latency_ns = 50000000; // 50 ms: would show up clearly
+    bus = make_sim_bus(cfg);
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < 10; i++)
+        in(0x3ff);
+    EXPECT_LT(now_ns() - t0, 50000000u);
+}
+
+} // namespace
+} // namespace busprof
