@@ -58,6 +58,7 @@ class Daemon {
     void finalize_all(bool force);
     void answer_extract(const xen_busprof_ctrl_msg& m);
     uint64_t to_ns(uint64_t tsc) const;
+    void calibrate_clock();
     bool trapped(unsigned port, unsigned size) const;
     void state_changed(const char* marker, uint64_t now); // mu_ held
     void sync_session(); // mu_ held

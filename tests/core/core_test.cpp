@@ -1452,6 +1452,14 @@ TEST_F(Core, QueryOfAnUnconfiguredDomainIsEmpty) {
     EXPECT_EQ(q.trapped, 0u);
 }
 
+TEST_F(Core, QueryReadsTheStampClockSoTheProfilerCanRelateIt) {
+    host().tsc = 123456789;
+    EXPECT_EQ(query().now, 123456789u); // also for a domain never configured
+    ready();
+    host().tsc = 987654321;
+    EXPECT_EQ(query().now, 987654321u);
+}
+
 TEST_F(Core, DomainDestroyFreesEverything) {
     ready();
     ASSERT_EQ(start(0x3f8, 0x3ff), 0);

@@ -460,6 +460,8 @@ static void query(struct domain *d, struct xen_busprof_query *q)
     memset(q, 0, sizeof(*q));
     q->domid = domid;
 
+    q->now = busprof_host_tsc();
+
     if ( !bd )
         return;
 

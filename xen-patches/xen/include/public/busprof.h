@@ -66,7 +66,7 @@
 struct xen_busprof_record {
     uint64_t id;             /* transaction id in the trace DB */
     uint64_t rip;            /* guest RIP of the IN/OUT */
-    uint64_t t_trap_ns;      /* VM exit (dom0 CLOCK_MONOTONIC ns) */
+    uint64_t t_trap_ns;              /* VM exit (dom0 CLOCK_MONOTONIC ns) */
     uint64_t t_bus_begin_ns; /* just before the real access */
     uint64_t t_bus_end_ns;   /* just after the real access */
     uint64_t t_resume_ns;    /* guest resumed */
@@ -189,8 +189,11 @@ struct xen_busprof_query {
     uint32_t nr_policy;              /* OUT */
     uint32_t nr_traps;               /* OUT */
     uint32_t attached;               /* OUT: 1 if a profiler is attached */
-    uint64_t trapped;        /* OUT: accesses sent to the profiler */
-    uint64_t timeouts;       /* OUT: accesses completed without it */
+    uint64_t trapped;                /* OUT: accesses sent to the profiler */
+    uint64_t timeouts;               /* OUT: accesses completed without it */
+    uint64_t now;                    /* OUT: the stamp clock (see tsc_khz)
+                                        during the call, to relate it to
+                                        the profiler's clock */
     struct xen_busprof_range policy[XEN_BUSPROF_MAX_RANGES]; /* OUT */
     struct xen_busprof_range traps[XEN_BUSPROF_MAX_RANGES];  /* OUT */
 };
