@@ -37,7 +37,7 @@ CREATE TABLE IF NOT EXISTS transactions (
     session_id INTEGER NOT NULL REFERENCES sessions(id), -- session it belongs to
     domid INTEGER NOT NULL,            -- Xen domain id of the guest that made the access
     vcpu INTEGER NOT NULL,             -- the guest's vCPU that executed the instruction
-    rip INTEGER NOT NULL,              -- guest instruction pointer of the IN/OUT instruction
+    rip INTEGER NOT NULL,              -- guest RIP of the IN/OUT instruction (64-bit, stored signed: kernel addresses read negative, printf('0x%x', rip) shows them); 0 if Xen gave no stamp
     port INTEGER NOT NULL CHECK (port BETWEEN 0 AND 65535), -- I/O port accessed
     size INTEGER NOT NULL CHECK (size IN (1, 2, 4)),        -- access width (bytes)
     dir TEXT NOT NULL CHECK (dir IN ('in', 'out')),         -- 'in' reads the port, 'out' writes it
@@ -46,7 +46,7 @@ CREATE TABLE IF NOT EXISTS transactions (
     t_bus_begin_ns INTEGER NOT NULL,   -- daemon, immediately before the real bus access (ns)
     t_bus_end_ns INTEGER NOT NULL,     -- daemon, immediately after the real bus access (ns)
     t_resume_ns INTEGER NOT NULL,      -- Xen resumed the guest vCPU with the result (ns)
-    status TEXT NOT NULL CHECK (status IN ('ok', 'timeout', 'error')) -- 'ok'; 'error': refused, no bus access made
+    status TEXT NOT NULL CHECK (status IN ('ok', 'timeout', 'error')) -- 'ok'; 'timeout': the vCPU's resume was never seen (Xen timed the access out or the daemon stopped first), t_resume_ns = t_bus_end_ns; 'error': refused, no bus access made, value all ones
 );
 CREATE INDEX IF NOT EXISTS transactions_by_port ON transactions (domid, port);
 
@@ -66,7 +66,8 @@ CREATE TABLE IF NOT EXISTS markers (
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY,            -- event id
     session_id INTEGER NOT NULL REFERENCES sessions(id), -- session it belongs to
-    kind TEXT NOT NULL,                -- 'timeout', 'detached', 'ctrl_lost', 'queue_full', 'refused'
+    kind TEXT NOT NULL
+        CHECK (kind IN ('timeout', 'detached', 'ctrl_lost', 'queue_full', 'refused')), -- what happened
     t_ns INTEGER NOT NULL,             -- when the daemon noticed it (ns)
     detail TEXT NOT NULL               -- human-readable description
 );
