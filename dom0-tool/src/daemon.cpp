@@ -300,6 +300,14 @@ void Daemon::handle_ioreq(unsigned v) {
     p->state = STATE_IOREQ_INPROCESS;
     ioreq_t req = *p;
 
+    if (req.type == IOREQ_TYPE_INVALIDATE) {
+        // A broadcast every enabled ioreq server answers; no bus access.
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+        p->state = STATE_IORESP_READY;
+        chan_->notify_vcpu(v);
+        return;
+    }
+
     finalize(v, false);
 
     const xen_busprof_stamp& st = chan_->page->stamp[v < XEN_BUSPROF_MAX_VCPUS ? v : 0];
