@@ -114,6 +114,9 @@ int main(int argc, char **argv)
     if ( !h )
     {
         fprintf(stderr, "bp_open: %s\n", strerror(errno));
+        if ( errno == EACCES )
+            fprintf(stderr, "HINT: privcmd is restricted in this domU: "
+                    "modprobe xen-privcmd unrestricted=1\n");
         return 1;
     }
 

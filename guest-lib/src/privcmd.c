@@ -34,9 +34,49 @@ struct span {
 
 #define MAX_SPANS 2
 
+/*
+ * Linux restricts privcmd in a domU to dm_op for the domain named in
+ * xenstore's "target" (XSA-482) unless xen-privcmd was loaded with
+ * unrestricted=1; every busprof_op would then fail with EPERM, which reads
+ * like a policy refusal.  Report it as EACCES from bp_open instead.
+ */
+static int privcmd_restricted(void)
+{
+    char caps[64] = "", unrestricted = 'Y';
+    int fd = open("/proc/xen/capabilities", O_RDONLY | O_CLOEXEC);
+    ssize_t n;
+
+    if ( fd >= 0 )
+    {
+        n = read(fd, caps, sizeof(caps) - 1);
+        caps[n > 0 ? n : 0] = '\0';
+        close(fd);
+        if ( strstr(caps, "control_d") )
+            return 0;               /* dom0 is never restricted */
+    }
+
+    fd = open("/sys/module/xen_privcmd/parameters/unrestricted",
+              O_RDONLY | O_CLOEXEC);
+    if ( fd < 0 )
+        return 0;                   /* a kernel without the restriction */
+    if ( read(fd, &unrestricted, 1) != 1 )
+        unrestricted = 'Y';
+    close(fd);
+
+    return unrestricted == 'N';
+}
+
 int bp_privcmd_open(void)
 {
-    int fd = open("/dev/xen/privcmd", O_RDWR | O_CLOEXEC);
+    int fd;
+
+    if ( privcmd_restricted() )
+    {
+        errno = EACCES;
+        return -1;
+    }
+
+    fd = open("/dev/xen/privcmd", O_RDWR | O_CLOEXEC);
 
     if ( fd < 0 && errno == ENOENT )
         fd = open("/proc/xen/privcmd", O_RDWR | O_CLOEXEC);

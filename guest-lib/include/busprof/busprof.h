@@ -61,7 +61,8 @@ struct bp_record {
 };
 
 /* flags must be 0.  Errors: EINVAL, ENOENT (no backend), what the backend
- * reports (ECONNREFUSED: simulator not running, EACCES, ...). */
+ * reports (ECONNREFUSED: simulator not running; EACCES: privcmd is
+ * restricted in this domU, load xen-privcmd with unrestricted=1; ...). */
 bp_handle *bp_open(unsigned int flags);
 /* Closes h (NULL is fine).  Returns 0. */
 int bp_close(bp_handle *h);
