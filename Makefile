@@ -36,7 +36,7 @@ deps:
 	fi
 
 system-test: build
-	tests/system/run.sh
+	tests/system/busprof/system-test.sh
 
 bench: build
 	$(BUILD)/tests/busprof-bench

@@ -30,7 +30,7 @@ die() { echo "build-xen: ERROR: $*" >&2; exit 1; }
 CLEAN=0
 case "${1:-}" in
     --clean) CLEAN=1 ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     "") ;;
     *) die "unknown argument: $1" ;;
 esac

@@ -93,7 +93,7 @@ detect_mirror() {
 case "${1:-}" in
     --print-mirror) detect_mirror; exit 0 ;;
     --print-version) echo "$VERSION"; exit 0 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     "") ;;
     *) die "unknown argument: $1" ;;
 esac

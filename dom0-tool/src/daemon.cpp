@@ -151,7 +151,8 @@ bool Daemon::run() {
             last_sync = now;
         }
     }
-    return !detached_;
+    // Detached after a timeout: the daemon failed its guest.
+    return !(detached_ && timeouts_);
 }
 
 void Daemon::process_ctrl() {
@@ -217,9 +218,12 @@ void Daemon::handle_ctrl(const xen_busprof_ctrl_msg& m) {
         break;
 
     case XEN_BUSPROF_CTRL_detach:
-        writer_->add_event({session_id_, "detached", t, "Xen detached the profiler"});
-        std::fprintf(stderr, "busprof: error: Xen detached the profiler from domain %s\n",
-                     dom_.name.c_str());
+        // The domain is going away, or an access timed out (reported above).
+        writer_->add_event({session_id_, "detached", t,
+                            timeouts_ ? "Xen detached the profiler after a timeout"
+                                      : "Xen detached the profiler: the domain is going away"});
+        std::fprintf(stderr, "busprof: Xen detached the profiler from domain %s%s\n",
+                     dom_.name.c_str(), timeouts_ ? " after a timeout" : "");
         detached_ = true;
         break;
     }

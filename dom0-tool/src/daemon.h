@@ -35,8 +35,8 @@ class Daemon {
     ~Daemon();
     Daemon(const Daemon&) = delete;
 
-    // Serves until stop() or until Xen detaches the profiler.
-    // Returns false if it ended because it was detached.
+    // Serves until stop() or until Xen detaches the profiler (the domain
+    // went away).  Returns false if it was detached after a timeout.
     bool run();
     void stop();
 

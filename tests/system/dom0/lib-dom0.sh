@@ -1,0 +1,168 @@
+# shellcheck shell=bash
+# busprof system test: shell helpers for dom0 hook scripts (/busprof/lib-dom0.sh).
+# Source it from /busprof/dom0-test.sh:   . /busprof/lib-dom0.sh
+#
+# Environment set by /busprof/init.sh before the hook runs:
+#   BUSPROF_DIR=/busprof                       everything the rig installed
+#   BUSPROF_BIN=/busprof/bin                   busprof, busprof-example-driver (if given),
+#                                              porttest, ioport-map; also on PATH
+#   BUSPROF_GUEST_KERNEL=/busprof/guest/vmlinuz
+#   BUSPROF_GUEST_INITRD=/busprof/guest/domU.cpio.gz
+#   BUSPROF_CFG=/busprof/cfg                   pv.cfg pvh.cfg hvm.cfg
+#   BUSPROF_RESULTS=/busprof/results           copied out to build/system-test/results/
+#   BUSPROF_GUESTS="pv pvh hvm"                which configs the default hook runs
+#   BUSPROF_GUEST_TIMEOUT=300                  seconds per guest
+#   XL=/usr/lib/xen-4.17/bin/xl
+# Knobs of run_guest (set them in the hook): BUSPROF_SUCCESS_RE (^SCRATCH-OK),
+#   BUSPROF_MAP_IOPORTS (1: map PVH/HVM ioports 1:1; 0 when the patched Xen is to trap
+#   them), BUSPROF_GUEST_RETRIES (1), RUN_GUEST_HOOK (function NAME DOMID, called
+#   before the unpause, once per attempt), RUN_GUEST_RETRY_HOOK (function NAME, called
+#   before a retry, e.g. to stop the daemon RUN_GUEST_HOOK started).
+# Results: `report PASS|FAIL NAME [detail]` appends to $BUSPROF_RESULTS/summary.txt;
+# `expect NAME...` lists names that must get a PASS line (results/expected.txt), so a
+# hook that dies half-way is caught by the host even if it never reported a FAIL.
+
+: "${BUSPROF_DIR:=/busprof}" "${BUSPROF_RESULTS:=$BUSPROF_DIR/results}" "${BUSPROF_CFG:=$BUSPROF_DIR/cfg}"
+: "${XL:=/usr/lib/xen-4.17/bin/xl}" "${BUSPROF_GUEST_TIMEOUT:=300}"
+: "${BUSPROF_SUCCESS_RE:=^SCRATCH-OK}"
+mkdir -p "$BUSPROF_RESULTS/guests"
+
+# bp_t MSG: a log line with dom0's uptime
+bp_t() { echo "[t=$(cut -d' ' -f1 /proc/uptime)] $*"; }
+
+# report PASS|FAIL NAME [detail...]
+report() {
+    local st=$1 name=$2; shift 2
+    echo "$st $name${*:+ $*}" >> "$BUSPROF_RESULTS/summary.txt"
+    bp_t "RESULT $st $name${*:+ $*}"
+}
+
+# expect NAME...: these must each report PASS for the run to pass
+expect() { printf '%s\n' "$@" >> "$BUSPROF_RESULTS/expected.txt"; }
+
+# cfg_value KEY CFG [override...]: the value of KEY (quotes stripped), the last
+# `KEY=...` override winning over the config file.
+cfg_value() {
+    local key=$1 cfg=$2 v="" o; shift 2
+    v=$(sed -n "s/^[[:space:]]*${key}[[:space:]]*=[[:space:]]*//p" "$cfg" | tail -n1)
+    for o in "$@"; do
+        case "$o" in "$key="*|"$key "*=*) v=$(printf '%s' "$o" | sed "s/^[[:space:]]*${key}[[:space:]]*=[[:space:]]*//") ;; esac
+    done
+    printf '%s\n' "$v" | sed -e 's/^"//' -e 's/"[[:space:]]*$//' -e "s/^'//" -e "s/'[[:space:]]*$//"
+}
+
+# cfg_ioports CFG [override...]: the ioports ranges as "FIRST-LAST" hex words
+cfg_ioports() {
+    cfg_value ioports "$@" | tr -d '[]"'"'" | tr ',' ' ' | tr -s ' ' '\n' | grep -v '^$' |
+        while read -r r; do case "$r" in *-*) echo "$r" ;; *) echo "$r-$r" ;; esac; done
+}
+
+# map_ioports DOMID CFG [override...]: 1:1 real-port mappings for a PVH/HVM guest
+map_ioports() {
+    local domid=$1 r first last; shift
+    for r in $(cfg_ioports "$@"); do
+        first=$((0x${r%-*})); last=$((0x${r#*-}))
+        ioport-map "$domid" "$first" $((last - first + 1)) || return 1
+    done
+}
+
+# guest_log NAME TYPE: where the guest's console ends up in dom0
+guest_log() {
+    if [ "$2" = hvm ]; then echo "/var/log/xen/console/serial-$1.log"
+    else echo "/var/log/xen/console/guest-$1.log"; fi
+}
+
+# run_guest CFG [xl key=value overrides...]
+#   Creates the guest paused, maps its `ioports` 1:1 for PVH/HVM (unless
+#   BUSPROF_MAP_IOPORTS=0, e.g. when a patched Xen is to trap them instead), unpauses
+#   it, waits until it is gone (BUSPROF_GUEST_TIMEOUT, then xl destroy), copies its
+#   console log to $BUSPROF_RESULTS/guests/NAME.log and reports PASS if the log has a
+#   line matching BUSPROF_SUCCESS_RE (default ^SCRATCH-OK) and the domU init's
+#   "BUSPROF-GUEST-EXIT ... rc=0" line; FAIL otherwise. Returns 0 on PASS.
+#   RUN_GUEST_HOOK, if set, names a function called as HOOK NAME DOMID after the
+#   mapping and before the unpause (e.g. to attach a daemon).
+#   A guest that dies of a triple fault BEFORE its init ran (a QEMU-TCG flake: about
+#   one PVH boot in six, one HVM boot in twenty; the guest program never ran, so
+#   nothing of busprof was exercised) is retried up to BUSPROF_GUEST_RETRIES times
+#   (default 1); the retry is logged and noted in the PASS/FAIL detail.
+run_guest() {
+    local attempt=0 retries=${BUSPROF_GUEST_RETRIES:-1} note=""
+    while :; do
+        _run_guest_once "$@"
+        if [ "$RG_STATUS" = retry ] && [ $attempt -lt "$retries" ]; then
+            attempt=$((attempt + 1))
+            note="retried $attempt× after: $RG_DETAIL"
+            bp_t "guest $RG_NAME: RETRY ($RG_DETAIL)"
+            # RUN_GUEST_HOOK runs again for the new domain: let the hook clean up first
+            [ -n "${RUN_GUEST_RETRY_HOOK:-}" ] && "$RUN_GUEST_RETRY_HOOK" "$RG_NAME"
+            cp "$BUSPROF_RESULTS/guests/$RG_NAME.log" "$BUSPROF_RESULTS/guests/$RG_NAME.attempt$attempt.console" 2>/dev/null || true
+            continue
+        fi
+        break
+    done
+    if [ "$RG_STATUS" = pass ]; then
+        report PASS "$RG_NAME" "$RG_DETAIL${note:+ ($note)}"; return 0
+    fi
+    report FAIL "$RG_NAME" "$RG_DETAIL${note:+ ($note)}"; return 1
+}
+
+# _run_guest_once CFG [overrides...]: one attempt; sets RG_NAME, RG_STATUS
+# (pass|fail|retry) and RG_DETAIL.
+_run_guest_once() {
+    local cfg=$1; shift
+    local name type log out domid t0 i status=0 ovr=()
+    name=$(cfg_value name "$cfg" "$@"); type=$(cfg_value type "$cfg" "$@")
+    RG_NAME=${name:-$(basename "$cfg" .cfg)}; RG_STATUS=fail; RG_DETAIL=""
+    [ -n "$name" ] || { RG_DETAIL="no name in $cfg"; return; }
+    log=$(guest_log "$name" "$type")
+    out=$BUSPROF_RESULTS/guests/$name
+    [ "$type" = hvm ] && ovr=("serial=\"file:$log\"")
+    rm -f "$log"
+    t0=$(cut -d' ' -f1 /proc/uptime)
+    bp_t "guest $name ($type): xl create -p $cfg $*"
+    if ! "$XL" create -p "$cfg" "${ovr[@]}" "$@" > "$out.xl.log" 2>&1; then
+        cat "$out.xl.log"
+        "$XL" destroy "$name" 2>/dev/null
+        RG_DETAIL="xl create failed"; return
+    fi
+    domid=$("$XL" domid "$name")
+    if [ "$type" != pv ] && [ "${BUSPROF_MAP_IOPORTS:-1}" = 1 ]; then
+        map_ioports "$domid" "$cfg" "$@" || { "$XL" destroy "$name"; RG_DETAIL="ioport mapping failed"; return; }
+    fi
+    [ -n "${RUN_GUEST_HOOK:-}" ] && "$RUN_GUEST_HOOK" "$name" "$domid"
+    "$XL" unpause "$name"
+    bp_t "guest $name: domid $domid running"
+    i=0
+    while "$XL" domid "$name" >/dev/null 2>&1; do
+        if [ $i -ge $((BUSPROF_GUEST_TIMEOUT * 2)) ]; then
+            bp_t "guest $name: timeout after ${BUSPROF_GUEST_TIMEOUT}s, destroying"
+            "$XL" destroy "$name"; status=2; break
+        fi
+        sleep 0.5; i=$((i + 1))
+        # heartbeat: the host's hang watchdog expects output at least every few minutes
+        [ $((i % 60)) = 0 ] && bp_t "guest $name: still running ($((i / 2))s)"
+    done
+    local secs
+    secs=$(awk -v a="$t0" -v b="$(cut -d' ' -f1 /proc/uptime)" 'BEGIN { printf "%.1f", b - a }')
+    bp_t "guest $name: gone after ${secs}s"
+    tr -d '\r' < "$log" > "$out.log" 2>/dev/null || : > "$out.log"
+    cp "/var/log/xen/xl-$name.log" "$out.xl-daemon.log" 2>/dev/null || true
+    cp "/var/log/xen/qemu-dm-$name.log" "$out.qemu-dm.log" 2>/dev/null || true
+    echo "----- console of $name ($log):"; grep -v '^[[:space:]]*$' "$out.log" | tail -n 25; echo "-----"
+    local ok why triple=0 started=0
+    ok=$(grep -E "$BUSPROF_SUCCESS_RE" "$out.log" | head -n1)
+    "$XL" dmesg 2>/dev/null | grep -q "d${domid}v[0-9]* Triple fault" && triple=1
+    grep -q 'BUSPROF-GUEST-START' "$out.log" && started=1
+    if [ $status = 2 ]; then
+        RG_DETAIL="type=$type timeout (${secs}s)"
+    elif [ -n "$ok" ] && grep -q 'BUSPROF-GUEST-EXIT .*rc=0' "$out.log"; then
+        RG_STATUS=pass; RG_DETAIL="type=$type ${secs}s: $ok"
+    else
+        why=$(grep -m1 -E 'SCRATCH-FAIL' "$out.log")
+        [ -n "$why" ] || why=$(grep -E 'BUSPROF-GUEST-EXIT' "$out.log" | tail -n1)
+        [ $triple = 1 ] && why="Xen: d$domid triple fault${why:+; $why}"
+        [ $started = 1 ] || why="${why:+$why; }guest init never ran"
+        RG_DETAIL="type=$type ${secs}s: no success line (${why:-empty console})"
+        [ $triple = 1 ] && [ $started = 0 ] && RG_STATUS=retry
+    fi
+}

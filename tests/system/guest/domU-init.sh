@@ -1,0 +1,37 @@
+#!/bin/sh
+# busprof system test: domU init (busybox initramfs shared by the PV, PVH and HVM guests).
+#
+# Kernel command line parameters (set with `extra=` in the guest config):
+#   busprof.run=NAME    program to run from /busprof/bin (default: porttest)
+#   busprof.args=A+B+C  its arguments, `+` separated (no spaces on the cmdline)
+#   busprof.name=NAME   the guest's name, only for the log lines
+# Loads xen-privcmd (/dev/xen/privcmd for guest-lib's privcmd backend), runs the
+# program, prints BUSPROF-GUEST-EXIT rc=N and powers the domain off.
+export PATH=/busprof/bin:/bin:/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mkdir -p /dev/pts /tmp
+RUN=porttest; ARGS=; NAME=domU
+for w in $(cat /proc/cmdline); do
+    case "$w" in
+        busprof.run=*)  RUN=${w#busprof.run=} ;;
+        busprof.args=*) ARGS=$(echo "${w#busprof.args=}" | tr '+' ' ') ;;
+        busprof.name=*) NAME=${w#busprof.name=} ;;
+    esac
+done
+echo "BUSPROF-GUEST-START name=$NAME type=$(cat /sys/hypervisor/guest_type 2>/dev/null || echo ?) uptime=$(cut -d' ' -f1 /proc/uptime) run=$RUN args=$ARGS"
+# unrestricted=1: Linux otherwise limits privcmd in a domU to its xenstore
+# "target" (XSA-482) and every busprof_op would fail with EPERM.
+modprobe xen-privcmd unrestricted=1 2>/dev/null || echo "BUSPROF-GUEST: modprobe xen-privcmd failed"
+[ -e /dev/xen/privcmd ] && echo "BUSPROF-GUEST: /dev/xen/privcmd present"
+if [ -x "/busprof/bin/$RUN" ]; then
+    "/busprof/bin/$RUN" $ARGS
+    rc=$?
+else
+    echo "BUSPROF-GUEST: no program /busprof/bin/$RUN"
+    rc=127
+fi
+echo "BUSPROF-GUEST-EXIT name=$NAME rc=$rc"
+sync
+poweroff -f

@@ -1,0 +1,117 @@
+#!/bin/bash
+# busprof system test: the patched Xen booted under QEMU TCG with PV, PVH and HVM
+# guests whose port I/O reaches a real (emulated) 16550 UART. Entry point of
+# `make system-test`. See tests/system/README.md.
+#
+# usage: tests/system/run.sh [--bin-dir DIR] [--guests "pv pvh hvm"] [--hook FILE]
+#                            [--build-only] [--clean-xen]
+#   --bin-dir DIRS  where the project's binaries are (busprof, busprof-example-driver):
+#                   a directory or a colon-separated list; same as BUSPROF_BIN_DIR.
+#                   Without it the placeholder guest program runs.
+#   --guests LIST   guest configs the default hook runs (BUSPROF_GUESTS)
+#   --hook FILE     dom0 hook installed as /busprof/dom0-test.sh (BUSPROF_DOM0_TEST)
+#   --build-only    stages 1-4 only (no boot)
+#   --clean-xen     rebuild the hypervisor work tree from scratch
+# Needs root (debootstrap, chroot). Everything goes under <repo>/build/.
+# Exit status 0 only if every expected guest printed its success line and Xen did not crash.
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+BUILD_ONLY=0
+XEN_FLAGS=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --bin-dir) export BUSPROF_BIN_DIR=$2; shift 2 ;;
+        --bin-dir=*) export BUSPROF_BIN_DIR=${1#*=}; shift ;;
+        --guests) export BUSPROF_GUESTS=$2; shift 2 ;;
+        --guests=*) export BUSPROF_GUESTS=${1#*=}; shift ;;
+        --hook) export BUSPROF_DOM0_TEST=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
+        --build-only) BUILD_ONLY=1; shift ;;
+        --clean-xen) XEN_FLAGS=(--clean); shift ;;
+        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+        *) die "unknown argument: $1 (see --help)" ;;
+    esac
+done
+[ "$(id -u)" = 0 ] || die "the system test needs root (debootstrap, chroot, mkfs of a root tree)"
+if [ -n "${BUSPROF_BIN_DIR:-}" ]; then   # absolute paths (a colon-separated list is allowed)
+    abs=""
+    IFS=: read -r -a _dirs <<<"$BUSPROF_BIN_DIR"
+    for d in "${_dirs[@]}"; do
+        d=$(cd "$d" 2>/dev/null && pwd) || die "bin dir $d not found"
+        abs=${abs:+$abs:}$d
+    done
+    export BUSPROF_BIN_DIR=$abs
+fi
+
+mkdir -p "$OUT_DIR"
+exec 7> "$OUT_DIR/.lock"
+flock -n 7 || { log "waiting for another system-test run on $OUT_DIR"; flock 7; }
+TIMES=()
+T_ALL=$(now)
+stage() { # NAME CMD...: runs one stage, prints and records its wall time
+    local name=$1 t0 rc; shift
+    echo "==> [stage] $name"
+    t0=$(now)
+    set +e; "$@"; rc=$?; set -e
+    local s; s=$(elapsed "$t0")
+    echo "[stage] $name: $s s"
+    TIMES+=("$name: $s s")
+    if [ $rc != 0 ]; then
+        echo "[stage] $name FAILED (exit $rc)"
+        print_times
+        exit $rc
+    fi
+}
+print_times() {
+    echo "---- stage times ----"
+    printf '[stage] %s\n' "${TIMES[@]}"
+    echo "[stage] total: $(elapsed "$T_ALL") s"
+}
+
+do_xen() {
+    local lg=$OUT_DIR/xen-build.log
+    if "$REPO_ROOT/xen-patches/build-xen.sh" "${XEN_FLAGS[@]}" > /dev/null 2> "$lg"; then
+        grep -E '^build-xen:' "$lg" | tail -n 8
+    else
+        tail -n 60 "$lg"; echo "(full log: $lg)"; return 1
+    fi
+}
+do_rootfs() { "$SYS_DIR/stage-rootfs.sh" > "$OUT_DIR/.rootfs-path"; }
+
+stage "1-xen (fetch+patch+build)" do_xen
+stage "2-rootfs (debootstrap, cached)" do_rootfs
+ROOTFS=$(tail -n1 "$OUT_DIR/.rootfs-path")
+stage "3-kernel+initramfs" "$SYS_DIR/stage-kernel.sh"
+stage "4-binaries+image" "$SYS_DIR/stage-image.sh" "$ROOTFS"
+if [ $BUILD_ONLY = 1 ]; then
+    print_times
+    echo "build only: images are in $OUT_DIR"
+    exit 0
+fi
+
+QST_FILE=$OUT_DIR/.qemu-status
+do_boot() { "$SYS_DIR/stage-boot.sh" | tee "$QST_FILE"; }
+stage "5-boot (QEMU: Xen, dom0, guests)" do_boot
+QST=$(sed -n 's/^qemu-status=//p' "$QST_FILE" | tail -n1)
+
+# stage 6 ran inside the VM: dom0's own uptime stamps from the serial log
+up() { { grep -a "$1" "$OUT_DIR/serial.log" 2>/dev/null || true; } | head -n1 | sed -n 's/.*\[t=\([0-9.]*\)\].*/\1/p'; }
+s2=$(up 'BUSPROF-STAGE2'); hk=$(up 'BUSPROF-HOOK-START'); dn=$(up 'BUSPROF-DONE')
+if [ -n "$s2" ] && [ -n "$dn" ]; then
+    d6=$(awk -v a="$s2" -v b="$dn" 'BEGIN { printf "%.1f", b - a }')
+    echo "[stage] 6-dom0-init (in the VM, dom0 uptime ${s2}s..${dn}s): $d6 s"
+    TIMES+=("6-dom0-init (in the VM): $d6 s")
+    if [ -n "$hk" ]; then
+        TIMES+=("   of which toolstack start: $(awk -v a="$s2" -v b="$hk" 'BEGIN { printf "%.1f", b - a }') s")
+    fi
+fi
+
+set +e
+stage_rc=0
+echo "==> [stage] 7-check"
+t7=$(now)
+"$SYS_DIR/stage-check.sh" "$QST"; stage_rc=$?
+echo "[stage] 7-check: $(elapsed "$t7") s"
+TIMES+=("7-check: $(elapsed "$t7") s")
+print_times
+exit $stage_rc
