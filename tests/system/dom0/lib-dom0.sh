@@ -106,6 +106,21 @@ run_guest() {
     report FAIL "$RG_NAME" "$RG_DETAIL${note:+ ($note)}"; return 1
 }
 
+# domain_exists NAME: 0 while it exists, 1 once xl says it does not.  xl
+# itself has crashed under emulation (SIGSEGV in ld.so); that proves nothing,
+# so ask again rather than take the guest for gone.
+domain_exists() {
+    local rc tries=0
+    while :; do
+        "$XL" domid "$1" >/dev/null 2>&1; rc=$?
+        [ $rc -le 1 ] && return $rc
+        tries=$((tries + 1))
+        bp_t "xl domid $1 failed with status $rc; asking again"
+        [ $tries -ge 5 ] && return 0
+        sleep 1
+    done
+}
+
 # _run_guest_once CFG [overrides...]: one attempt; sets RG_NAME, RG_STATUS
 # (pass|fail|retry) and RG_DETAIL.
 _run_guest_once() {
@@ -133,7 +148,7 @@ _run_guest_once() {
     "$XL" unpause "$name"
     bp_t "guest $name: domid $domid running"
     i=0
-    while "$XL" domid "$name" >/dev/null 2>&1; do
+    while domain_exists "$name"; do
         if [ $i -ge $((BUSPROF_GUEST_TIMEOUT * 2)) ]; then
             bp_t "guest $name: timeout after ${BUSPROF_GUEST_TIMEOUT}s, destroying"
             "$XL" destroy "$name"; status=2; break
