@@ -5,7 +5,7 @@
 
 BUILD ?= build
 JOBS ?= $(shell nproc)
-CTEST_LABELS ?= fast
+CTEST_LABELS ?= fast|system
 DEPS = cmake g++ gcc make pkg-config python3 sqlite3 libsqlite3-dev libcli11-dev \
        libgtest-dev libgmock-dev libxen-dev
 
