@@ -13,7 +13,6 @@
 
 namespace busprof {
 
-static const char* dir_name(uint8_t d) { return d == XEN_BUSPROF_DIR_IN ? "in" : "out"; }
 
 Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers) {
     if (cfg_.domain.empty())
@@ -34,7 +33,6 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
     for (unsigned v = 0; v < chan_->nr_vcpus && v < XEN_BUSPROF_MAX_VCPUS; v++)
         last_stamp_seq_[v] = chan_->page->stamp[v].seq;
     seen_lost_ = chan_->page->ctrl_lost;
-    seen_timeouts_ = chan_->page->timeouts;
     if (!(chan_->page->flags & XEN_BUSPROF_PAGE_CLOCK_MONOTONIC))
         calibrate_clock();
 

@@ -76,7 +76,7 @@ class Daemon {
     std::vector<std::pair<uint16_t, uint16_t>> traps_;
     uint64_t last_stamp_seq_[XEN_BUSPROF_MAX_VCPUS] = {};
     int64_t tsc_offset_ = 0;
-    uint32_t seen_lost_ = 0, seen_timeouts_ = 0;
+    uint32_t seen_lost_ = 0;
     bool queue_full_reported_ = false;
 
     // session_, session_id_, counters below; recursive: control messages

@@ -179,7 +179,6 @@ void Writer::add_event(Event e) {
 bool Writer::flush(int timeout_ms) {
     uint64_t target = pushed_.load();
     std::unique_lock lk(mu_);
-    flush_requests_++;
     cv_.notify_all();
     return cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] {
         return (committed_.load() >= target && markers_.empty() && events_.empty()) ||

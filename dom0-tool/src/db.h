@@ -98,7 +98,6 @@ class Writer {
     std::vector<Marker> markers_;
     std::vector<Event> events_;
     std::atomic<uint64_t> pushed_{0}, committed_{0}, dropped_{0};
-    std::atomic<uint64_t> flush_requests_{0};
     std::atomic<bool> stop_{false};
     std::string last_error_;
     std::thread thread_;
