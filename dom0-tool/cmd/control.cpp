@@ -1,34 +1,29 @@
 // busprof pause|resume|stop|rearm|status: talk to a running daemon.
 #include "cmd.h"
 #include "error.h"
+#include "seqpacket.h"
 
 #include <cstdio>
 #include <cstring>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 namespace busprof {
 
 std::string daemon_request(const std::string& socket, const std::string& line) {
-    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, socket.c_str(), sizeof(addr.sun_path) - 1);
-    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0) {
-        std::string why = std::strerror(errno);
-        if (fd >= 0)
-            ::close(fd);
-        throw UserError("no busprof daemon at " + socket + " (" + why + ")",
+    FD sock;
+    try {
+        sock = unix_connect(socket, SOCK_STREAM);
+    } catch (const SystemError& e) {
+        throw UserError("no busprof daemon at " + socket + " (" + std::strerror(e.err()) + ")",
                         "start one with 'busprof daemon DOMAIN', or pass its --socket");
     }
+    int fd = sock.get();
     std::string req = line + "\n", reply;
     (void)!::write(fd, req.data(), req.size());
     char buf[4096];
     ssize_t n;
     while ((n = ::read(fd, buf, sizeof(buf))) > 0)
         reply.append(buf, static_cast<size_t>(n));
-    ::close(fd);
     if (reply.rfind("ERR ", 0) == 0) {
         std::string msg = reply.substr(4), hint;
         auto h = msg.find("\nHINT ");

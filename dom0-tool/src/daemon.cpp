@@ -2,6 +2,7 @@
 
 #include "clock.h"
 #include "error.h"
+#include "seqpacket.h"
 
 #include <cstdio>
 #include <cstring>
@@ -9,7 +10,6 @@
 #include <sstream>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 
 namespace busprof {
 
@@ -29,8 +29,11 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
     hv_ = make_hypervisor(cfg_.backend, cfg_.sim_socket);
     dom_ = hv_->lookup(cfg_.domain);
     chan_ = hv_->attach(dom_, cfg_.timeout_ms);
+    // Xen refuses to attach to more; the stamp slots below rely on it.
+    if (chan_->nr_vcpus > XEN_BUSPROF_MAX_VCPUS)
+        throw SystemError("attach reported " + std::to_string(chan_->nr_vcpus) + " vCPUs", EPROTO);
     pending_.resize(chan_->nr_vcpus);
-    for (unsigned v = 0; v < chan_->nr_vcpus && v < XEN_BUSPROF_MAX_VCPUS; v++)
+    for (unsigned v = 0; v < chan_->nr_vcpus; v++)
         last_stamp_seq_[v] = chan_->page->stamp[v].seq;
     seen_lost_ = chan_->page->ctrl_lost;
     if (!(chan_->page->flags & XEN_BUSPROF_PAGE_CLOCK_MONOTONIC))
@@ -43,20 +46,13 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
 
     wake_ = FD(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!cfg_.control_socket.empty()) {
-        FD s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-        sockaddr_un addr{};
-        addr.sun_family = AF_UNIX;
-        if (cfg_.control_socket.size() >= sizeof(addr.sun_path))
-            throw UserError("control socket path too long: " + cfg_.control_socket);
-        std::string tmp = cfg_.control_socket + ".new"; // appears only when listening
-        if (tmp.size() >= sizeof(addr.sun_path))
-            throw UserError("control socket path too long: " + cfg_.control_socket);
-        std::strcpy(addr.sun_path, tmp.c_str());
-        ::unlink(tmp.c_str());
-        if (::bind(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0 ||
-            ::listen(s.get(), 16) < 0 || ::rename(tmp.c_str(), cfg_.control_socket.c_str()) < 0)
-            throw UserError("cannot listen on " + cfg_.control_socket + ": " + std::strerror(errno),
+        FD s;
+        try {
+            s = unix_listen(cfg_.control_socket, SOCK_STREAM);
+        } catch (const SystemError& e) {
+            throw UserError("cannot listen on " + cfg_.control_socket + ": " + std::strerror(e.err()),
                             "does its directory exist? choose another with --socket");
+        }
         control_listen_ = std::move(s);
         control_thread_ = std::thread([this] { serve_control(); });
     }
@@ -97,9 +93,8 @@ void Daemon::calibrate_clock() {
             throw SystemError("reading Xen's clock (XEN_BUSPROF_query)", static_cast<int>(-rc));
         if (b - a < best) {
             best = b - a;
-            int64_t stamp_ns = static_cast<int64_t>(
-                static_cast<unsigned __int128>(q.now) * 1000000 / chan_->page->tsc_khz);
-            tsc_offset_ = static_cast<int64_t>(a + (b - a) / 2) - stamp_ns;
+            tsc_offset_ = static_cast<int64_t>(a + (b - a) / 2) -
+                          static_cast<int64_t>(stamp_ns(q.now));
         }
     }
     std::fprintf(stderr, "busprof: Xen clock offset %lld ns, +/- %llu ns\n",
@@ -113,13 +108,17 @@ void Daemon::stop() {
         (void)!::write(wake_.get(), &one, sizeof(one));
 }
 
+// The stamp clock in ns, on its own time line.
+uint64_t Daemon::stamp_ns(uint64_t tsc) const {
+    return static_cast<uint64_t>(static_cast<unsigned __int128>(tsc) * 1000000 /
+                                 chan_->page->tsc_khz);
+}
+
+// The stamp clock on CLOCK_MONOTONIC.
 uint64_t Daemon::to_ns(uint64_t tsc) const {
     if (chan_->page->flags & XEN_BUSPROF_PAGE_CLOCK_MONOTONIC)
         return tsc;
-    return static_cast<uint64_t>(
-        static_cast<int64_t>(static_cast<unsigned __int128>(tsc) * 1000000 /
-                             chan_->page->tsc_khz) +
-        tsc_offset_);
+    return static_cast<uint64_t>(static_cast<int64_t>(stamp_ns(tsc)) + tsc_offset_);
 }
 
 bool Daemon::trapped(unsigned port, unsigned size) const {
@@ -274,12 +273,9 @@ void Daemon::answer_extract(const xen_busprof_ctrl_msg& m) {
                 r.port = static_cast<uint16_t>(col(7));
                 r.vcpu = static_cast<uint16_t>(col(8));
                 r.size = static_cast<uint8_t>(col(9));
-                std::string dir = reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 10));
-                std::string st = reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 11));
-                r.dir = dir == "in" ? XEN_BUSPROF_DIR_IN : XEN_BUSPROF_DIR_OUT;
-                r.status = st == "ok"        ? XEN_BUSPROF_STATUS_OK
-                           : st == "timeout" ? XEN_BUSPROF_STATUS_TIMEOUT
-                                             : XEN_BUSPROF_STATUS_ERROR;
+                r.dir = dir_from_name(reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 10)));
+                r.status =
+                    status_from_name(reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 11)));
                 recs.push_back(r);
             }
         } catch (const std::exception& e) {
@@ -312,10 +308,10 @@ void Daemon::handle_ioreq(unsigned v) {
 
     finalize(v, false);
 
-    const xen_busprof_stamp& st = chan_->page->stamp[v < XEN_BUSPROF_MAX_VCPUS ? v : 0];
+    const xen_busprof_stamp& st = chan_->page->stamp[v];
     uint64_t seq = st.seq, rip = st.rip, tsc_trap = st.tsc_trap;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    bool stamped = v < XEN_BUSPROF_MAX_VCPUS && seq != last_stamp_seq_[v];
+    bool stamped = seq != last_stamp_seq_[v];
     if (stamped)
         last_stamp_seq_[v] = seq;
 
@@ -378,9 +374,9 @@ void Daemon::finalize(unsigned v, bool force) {
     Pending& pd = pending_[v];
     if (!pd.valid)
         return;
-    const xen_busprof_stamp& st = chan_->page->stamp[v < XEN_BUSPROF_MAX_VCPUS ? v : 0];
+    const xen_busprof_stamp& st = chan_->page->stamp[v];
     uint64_t resume_seq = __atomic_load_n(&st.resume_seq, __ATOMIC_ACQUIRE);
-    if (resume_seq == pd.seq && v < XEN_BUSPROF_MAX_VCPUS) {
+    if (resume_seq == pd.seq) {
         pd.r.t_resume_ns = to_ns(st.tsc_resume);
     } else if (force) {
         // The resume was never seen (Xen timed the access out, or we stop).
@@ -401,8 +397,9 @@ void Daemon::finalize(unsigned v, bool force) {
     }
     queue_full_reported_ = false;
     std::lock_guard<std::recursive_mutex> lk(mu_);
-    if (session_.on_recorded(now_ns()))
-        state_changed(nullptr, now_ns());
+    uint64_t now = now_ns();
+    if (session_.on_recorded(now))
+        state_changed(nullptr, now);
 }
 
 void Daemon::finalize_all(bool force) {

@@ -57,6 +57,7 @@ class Daemon {
     void finalize(unsigned v, bool force);
     void finalize_all(bool force);
     void answer_extract(const xen_busprof_ctrl_msg& m);
+    uint64_t stamp_ns(uint64_t tsc) const;
     uint64_t to_ns(uint64_t tsc) const;
     void calibrate_clock();
     bool trapped(unsigned port, unsigned size) const;

@@ -188,8 +188,6 @@ bool Writer::flush(int timeout_ms) {
 
 bool Writer::commit_batch(std::vector<Record>& batch, std::vector<Marker>& markers,
                           std::vector<Event>& events) {
-    static const char* dirs[] = {"out", "in"};
-    static const char* statuses[] = {"ok", "timeout", "error"};
     try {
         db_.exec("BEGIN IMMEDIATE");
         Stmt ins(db_.get(),
@@ -200,12 +198,12 @@ bool Writer::commit_batch(std::vector<Record>& batch, std::vector<Marker>& marke
         for (auto& r : batch) {
             ins.bind(1, r.session_id).bind(2, r.domid).bind(3, r.vcpu);
             ins.bind(4, static_cast<int64_t>(r.rip)).bind(5, r.port).bind(6, r.size);
-            ins.bind(7, dirs[r.dir & 1]).bind(8, r.value);
+            ins.bind(7, dir_name(r.dir)).bind(8, r.value);
             ins.bind(9, static_cast<int64_t>(r.t_trap_ns));
             ins.bind(10, static_cast<int64_t>(r.t_bus_begin_ns));
             ins.bind(11, static_cast<int64_t>(r.t_bus_end_ns));
             ins.bind(12, static_cast<int64_t>(r.t_resume_ns));
-            ins.bind(13, statuses[r.status < 3 ? r.status : 2]);
+            ins.bind(13, status_name(r.status));
             ins.step();
             ins.reset();
             if (per_session.empty() || per_session.back().first != r.session_id)

@@ -1,7 +1,12 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
+
+extern "C" {
+#include <busprof.h>
+}
 
 namespace busprof {
 
@@ -18,6 +23,20 @@ struct Record {
     uint64_t rip;
     uint64_t t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns;
 };
+
+// Column text of transactions.dir / .status <-> XEN_BUSPROF_DIR_* / _STATUS_*.
+inline const char* dir_name(uint8_t dir) { return dir == XEN_BUSPROF_DIR_IN ? "in" : "out"; }
+inline uint8_t dir_from_name(const char* s) {
+    return std::strcmp(s, "in") == 0 ? XEN_BUSPROF_DIR_IN : XEN_BUSPROF_DIR_OUT;
+}
+inline const char* status_name(uint8_t st) {
+    return st == XEN_BUSPROF_STATUS_OK ? "ok" : st == XEN_BUSPROF_STATUS_TIMEOUT ? "timeout" : "error";
+}
+inline uint8_t status_from_name(const char* s) {
+    return std::strcmp(s, "ok") == 0        ? XEN_BUSPROF_STATUS_OK
+           : std::strcmp(s, "timeout") == 0 ? XEN_BUSPROF_STATUS_TIMEOUT
+                                            : XEN_BUSPROF_STATUS_ERROR;
+}
 
 struct Marker {
     int64_t session_id;

@@ -17,8 +17,8 @@ static sockaddr_un make_addr(const std::string& path) {
     return addr;
 }
 
-FD seqpacket_connect(const std::string& path) {
-    FD fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+FD unix_connect(const std::string& path, int type) {
+    FD fd(::socket(AF_UNIX, type | SOCK_CLOEXEC, 0));
     if (!fd)
         throw_errno("socket");
     sockaddr_un addr = make_addr(path);
@@ -27,12 +27,11 @@ FD seqpacket_connect(const std::string& path) {
     return fd;
 }
 
-FD seqpacket_listen(const std::string& path) {
-    FD fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+FD unix_listen(const std::string& path, int type) {
+    FD fd(::socket(AF_UNIX, type | SOCK_CLOEXEC, 0));
     if (!fd)
         throw_errno("socket");
-    // Bind under a temporary name and rename once listening, so a client
-    // that sees the path can connect.
+    // Bind under a temporary name and rename once listening.
     std::string tmp = path + ".new";
     sockaddr_un addr = make_addr(tmp);
     ::unlink(tmp.c_str());
