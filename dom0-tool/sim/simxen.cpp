@@ -119,8 +119,10 @@ struct SimHypervisor::Domain {
     FD ioreq_fd;
     shared_iopage_t* ioreq = nullptr;
     std::vector<FD> to_dm, from_dm;
-    // Xen-bound event channels, by port.
-    std::vector<FD> evtchn;
+    // The busprof page, handed out as Xen would by XENMEM_acquire_resource.
+    FD page_fd;
+    // Xen-bound event channels, by port; port 0 is never used, as in Xen.
+    std::vector<FD> evtchn{1};
 };
 
 static SimHypervisor::Domain* host_of(const struct domain* d) {
@@ -191,12 +193,10 @@ int busprof_host_map_ports(struct domain* d, uint16_t ioservid, unsigned int fir
 struct xen_busprof_page* busprof_host_page_alloc(struct domain* d) {
     void* map = nullptr;
     try {
-        auto fd = busprof::sim::make_memfd("busprof-page", 4096, &map);
-        // Xen hands the page out by XENMEM_acquire_resource; here by fd.
-        std::lock_guard lk(host_of(d)->mu);
-        host_of(d)->evtchn.resize(std::max<size_t>(host_of(d)->evtchn.size(), 1));
         static_assert(sizeof(struct xen_busprof_page) <= 4096);
-        host_of(d)->evtchn[0] = std::move(fd); // slot 0 keeps the page fd
+        auto fd = busprof::sim::make_memfd("busprof-page", 4096, &map);
+        std::lock_guard lk(host_of(d)->mu);
+        host_of(d)->page_fd = std::move(fd);
     } catch (const std::exception&) {
         return nullptr;
     }
@@ -206,14 +206,20 @@ struct xen_busprof_page* busprof_host_page_alloc(struct domain* d) {
 void busprof_host_page_free(struct domain* d, struct xen_busprof_page* pg) {
     ::munmap(pg, 4096);
     std::lock_guard lk(host_of(d)->mu);
-    host_of(d)->evtchn[0].reset();
+    host_of(d)->page_fd.reset();
 }
 
 int busprof_host_evtchn_alloc(struct domain* d, domid_t) {
     try {
+        auto& ports = host_of(d)->evtchn;
         std::lock_guard lk(host_of(d)->mu);
-        host_of(d)->evtchn.push_back(busprof::sim::make_eventfd());
-        return static_cast<int>(host_of(d)->evtchn.size() - 1);
+        size_t port = 1; // reuse a freed port, as Xen does
+        while (port < ports.size() && ports[port])
+            port++;
+        if (port == ports.size())
+            ports.emplace_back();
+        ports[port] = busprof::sim::make_eventfd();
+        return static_cast<int>(port);
     } catch (const std::exception&) {
         return -ENOMEM;
     }
@@ -536,14 +542,14 @@ void SimHypervisor::handle(Conn& c, const bp_sim_msg& m, const std::vector<uint8
             break;
         }
         std::lock_guard lk(dom->mu);
-        // Slot 0 holds the busprof page, 1.. are event channels.
-        unsigned slot = m.type == BP_SIM_ACQUIRE_PAGE ? 0 : m.port;
-        if ((m.type == BP_SIM_BIND_EVTCHN && slot == 0) || slot >= dom->evtchn.size() ||
-            !dom->evtchn[slot]) {
+        const FD* fd = m.type == BP_SIM_ACQUIRE_PAGE ? &dom->page_fd
+                       : m.port < dom->evtchn.size() ? &dom->evtchn[m.port]
+                                                     : nullptr;
+        if (!fd || !*fd) {
             r.rc = -ENOENT;
             break;
         }
-        fds.push_back(dom->evtchn[slot].get());
+        fds.push_back(fd->get());
         break;
     }
 
