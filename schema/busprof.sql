@@ -1,4 +1,4 @@
--- busprof trace database, schema version 1.
+-- busprof trace database, schema version 2.
 --
 -- One clock for every time in this file: nanoseconds of dom0's
 -- CLOCK_MONOTONIC (Xen TSC values are converted by the daemon).
@@ -19,16 +19,18 @@ CREATE TABLE IF NOT EXISTS sessions (
     backend TEXT NOT NULL,             -- hypervisor backend: 'sim' or 'xen'
     bus TEXT NOT NULL,                 -- bus backend that performed the accesses: 'sim' or 'port'
     state TEXT NOT NULL
-        CHECK (state IN ('configured', 'profiling', 'paused', 'stopped')), -- current state of the session state machine
-    start_trigger TEXT NOT NULL,       -- what starts recording: 'start_trap', 'accesses:N' or 'manual'
-    stop_trigger TEXT NOT NULL,        -- what stops it: 'manual', 'stop_trap', 'records:N' or 'duration:NS'
+        CHECK (state IN ('configured', 'profiling', 'paused', 'stopped', 'aborted')), -- current state of the session state machine; 'aborted': its daemon ended without stopping it (killed, crashed), found when the DB was next opened for writing
+    start_trigger TEXT NOT NULL,       -- what starts recording: 'start_trap', 'accesses:N' (after N accesses: the first N are not recorded) or 'manual'
+    stop_trigger TEXT NOT NULL,        -- what stops it besides 'busprof stop' and the daemon's end: 'manual' (nothing else), or a comma-separated list of 'records:N', 'duration:NS', 'stop_trap'
     created_ns INTEGER NOT NULL,       -- when the daemon attached to the domain (ns)
     started_ns INTEGER,                -- when recording first began (ns); NULL before
     stopped_ns INTEGER,                -- when the session stopped (ns); NULL while not stopped
     recorded INTEGER NOT NULL DEFAULT 0,   -- transactions written to this file (count)
-    dropped INTEGER NOT NULL DEFAULT 0,    -- transactions lost because the record queue was full (count)
+    dropped INTEGER NOT NULL DEFAULT 0,    -- transactions served but not recorded because the record queue was full, e.g. while the DB could not be written (count)
+    notes_dropped INTEGER NOT NULL DEFAULT 0, -- guest markers and events not recorded because their queue was full (count)
     unrecorded INTEGER NOT NULL DEFAULT 0, -- accesses served while not profiling: configured, paused or stopped (count)
-    timeouts INTEGER NOT NULL DEFAULT 0    -- accesses Xen completed without the daemon (count)
+    timeouts INTEGER NOT NULL DEFAULT 0,   -- accesses Xen completed without the daemon (count)
+    owner TEXT                         -- while a daemon serves the session: 'boot-id/pid/start-time' of that daemon process; NULL once it ended the session
 );
 
 -- One trapped port access: performed on the real bus by the daemon.
@@ -43,10 +45,10 @@ CREATE TABLE IF NOT EXISTS transactions (
     dir TEXT NOT NULL CHECK (dir IN ('in', 'out')),         -- 'in' reads the port, 'out' writes it
     value INTEGER NOT NULL,            -- value written, or value read and returned to the guest
     t_trap_ns INTEGER NOT NULL,        -- Xen took the VM exit for the access (ns)
-    t_bus_begin_ns INTEGER NOT NULL,   -- daemon, immediately before the real bus access (ns)
-    t_bus_end_ns INTEGER NOT NULL,     -- daemon, immediately after the real bus access (ns)
-    t_resume_ns INTEGER NOT NULL,      -- Xen resumed the guest vCPU with the result (ns)
-    status TEXT NOT NULL CHECK (status IN ('ok', 'timeout', 'error')) -- 'ok'; 'timeout': the vCPU's resume was never seen (Xen timed the access out or the daemon stopped first), t_resume_ns = t_bus_end_ns; 'error': refused, no bus access made, value all ones
+    t_bus_begin_ns INTEGER,            -- daemon, immediately before the real bus access (ns); NULL: no bus access was made
+    t_bus_end_ns INTEGER,              -- daemon, immediately after the real bus access (ns); NULL: no bus access was made
+    t_resume_ns INTEGER NOT NULL,      -- Xen resumed the guest vCPU with the result (ns); for 'timeout' rows: when the daemon learnt of the timeout
+    status TEXT NOT NULL CHECK (status IN ('ok', 'timeout', 'error')) -- 'ok'; 'timeout': Xen completed the access without the daemon's answer, value is what the guest got (all ones for 'in'), t_bus_* NULL if the daemon then left the bus alone, set if it had already made the access (a late 'out' did reach the device); 'error': refused, no bus access made, value all ones
 );
 CREATE INDEX IF NOT EXISTS transactions_by_port ON transactions (domid, port);
 
@@ -55,11 +57,12 @@ CREATE TABLE IF NOT EXISTS markers (
     id INTEGER PRIMARY KEY,            -- marker id
     session_id INTEGER NOT NULL REFERENCES sessions(id), -- session it belongs to
     kind TEXT NOT NULL
-        CHECK (kind IN ('start_trap', 'stop_trap', 'extract', 'pause', 'resume', 'stop')), -- what happened
+        CHECK (kind IN ('start_trap', 'stop_trap', 'extract', 'start', 'pause', 'resume', 'stop')), -- what happened: a guest call (start_trap, stop_trap, extract) or a change of the session state (start, pause, resume, stop)
     vcpu INTEGER,                      -- guest vCPU that made the call; NULL for dom0 commands
     port_first INTEGER,                -- first port of the range concerned; NULL if none
     port_last INTEGER,                 -- last port of the range concerned; NULL if none
-    t_ns INTEGER NOT NULL              -- when it happened (ns); Xen's stamp for guest calls
+    t_ns INTEGER NOT NULL,             -- when it happened (ns); Xen's stamp for guest calls
+    cause TEXT                         -- for start/pause/resume/stop: what made it: 'start_trap', 'accesses:N', 'user', 'stop_trap', 'records:N', 'duration', 'signal', 'detached', 'hypervisor_gone', 'shutdown'; NULL for guest calls
 );
 
 -- Things that went wrong or out of the ordinary during a session.
@@ -67,7 +70,7 @@ CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY,            -- event id
     session_id INTEGER NOT NULL REFERENCES sessions(id), -- session it belongs to
     kind TEXT NOT NULL
-        CHECK (kind IN ('timeout', 'detached', 'ctrl_lost', 'queue_full', 'refused')), -- what happened
+        CHECK (kind IN ('timeout', 'detached', 'ctrl_lost', 'queue_full', 'refused', 'storage', 'aborted', 'hypervisor_gone')), -- what happened; 'storage': the DB could not be written for a while; 'aborted': the session's daemon ended without stopping it; 'hypervisor_gone': the (simulated) hypervisor went away
     t_ns INTEGER NOT NULL,             -- when the daemon noticed it (ns)
     detail TEXT NOT NULL               -- human-readable description
 );

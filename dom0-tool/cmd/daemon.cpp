@@ -51,12 +51,12 @@ void setup_daemon(CLI::App& app, Globals& g, Runner& run) {
             std::thread([&d, set] {
                 int sig;
                 sigwait(&set, &sig);
-                d.stop();
+                d.stop("signal");
             }).detach();
             std::fprintf(stderr, "busprof: profiling domain %s (id %u), session %lld, DB %s\n",
                          d.domain().name.c_str(), d.domain().domid,
                          static_cast<long long>(d.session_id()), cfg->db.c_str());
-            return d.run() ? EXIT_SUCCESS : EXIT_FAILURE;
+            return d.run();
         };
     });
 }

@@ -2,17 +2,14 @@
 
 #include "clock.h"
 #include "error.h"
-#include "seqpacket.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <poll.h>
 #include <sstream>
 #include <sys/eventfd.h>
-#include <sys/socket.h>
 
 namespace busprof {
-
 
 Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers) {
     if (cfg_.domain.empty())
@@ -24,58 +21,74 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
     else
         throw UserError("unknown bus '" + cfg_.bus + "'", "use --bus sim or --bus port");
 
-    writer_ = std::make_unique<Writer>(cfg_.db, cfg_.queue_capacity);
-    reader_ = std::make_unique<Db>(Db::open(cfg_.db, false));
+    writer_ = std::make_unique<Writer>(cfg_.db, cfg_.queue_capacity, cfg_.note_capacity);
     hv_ = make_hypervisor(cfg_.backend, cfg_.sim_socket);
     dom_ = hv_->lookup(cfg_.domain);
+    wake_ = FD(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!wake_)
+        throw_errno("eventfd");
+
     chan_ = hv_->attach(dom_, cfg_.timeout_ms);
     // Xen refuses to attach to more; the stamp slots below rely on it.
     if (chan_->nr_vcpus > XEN_BUSPROF_MAX_VCPUS)
         throw SystemError("attach reported " + std::to_string(chan_->nr_vcpus) + " vCPUs", EPROTO);
     pending_.resize(chan_->nr_vcpus);
+    abandoned_.resize(chan_->nr_vcpus);
     for (unsigned v = 0; v < chan_->nr_vcpus; v++)
         last_stamp_seq_[v] = chan_->page->stamp[v].seq;
     seen_lost_ = chan_->page->ctrl_lost;
     if (!(chan_->page->flags & XEN_BUSPROF_PAGE_CLOCK_MONOTONIC))
         calibrate_clock();
 
+    // The writer answers extracts once the records before them are in.
+    Hypervisor* hv = hv_.get();
+    writer_->on_extract([hv](const ExtractRequest& r, ExtractResult& res) {
+        xen_busprof_extract_reply rep{};
+        rep.domid = r.domid;
+        rep.request = r.msg.seq;
+        rep.status = res.status;
+        rep.total = res.total;
+        rep.snapshot = res.snapshot;
+        rep.nr = static_cast<uint32_t>(res.records.size());
+        long rc = hv->op(XEN_BUSPROF_extract_reply, &rep, sizeof(rep), res.records.data(),
+                         res.records.size());
+        if (rc < 0)
+            std::fprintf(stderr, "busprof: warning: extract reply refused: %s\n",
+                         op_error(rc).c_str());
+    });
+
+    // The socket appears once the daemon is attached: a client that sees
+    // it can rely on that.
+    if (!cfg_.control_socket.empty())
+        control_ = std::make_unique<ControlServer>(
+            cfg_.control_socket, [this](const std::string& line) { return control(line); });
+
+    // Only a daemon that is fully set up leaves a session row behind.
     SessionRow row{dom_.domid, dom_.name, hv_->name(), bus_->name(),
                    to_string(session_.state()), cfg_.triggers.start_text(),
                    cfg_.triggers.stop_text(), now_ns()};
-    session_id_ = writer_->create_session(row);
-
-    wake_ = FD(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!cfg_.control_socket.empty()) {
-        FD s;
-        try {
-            s = unix_listen(cfg_.control_socket, SOCK_STREAM);
-        } catch (const SystemError& e) {
-            throw UserError("cannot listen on " + cfg_.control_socket + ": " + std::strerror(e.err()),
-                            "does its directory exist? choose another with --socket");
-        }
-        control_listen_ = std::move(s);
-        control_thread_ = std::thread([this] { serve_control(); });
-    }
+    session_ord_ = writer_->begin_session(row);
+    publish();
 }
 
 Daemon::~Daemon() {
-    stop();
-    if (control_thread_.joinable())
-        control_thread_.join();
-    if (!cfg_.control_socket.empty())
-        ::unlink(cfg_.control_socket.c_str());
-    finalize_all(true);
-    {
-        std::lock_guard<std::recursive_mutex> lk(mu_);
-        if (session_.state() != SessionState::stopped) {
-            session_.apply(SessionAction::stop, now_ns());
-            state_changed("stop", now_ns());
-        }
-        sync_session();
+    control_.reset(); // no more requests
+    if (chan_) {
+        finalize_all(true);
+        end_session(stop_cause_.load());
+        chan_.reset(); // detach before the last flush
     }
-    chan_.reset(); // detach before the last flush
-    writer_.reset();
+    if (writer_) {
+        uint64_t lost = writer_->close(5000);
+        if (lost)
+            std::fprintf(stderr, "busprof: error: %llu records and notes could not be written to"
+                                 " %s: %s\n",
+                         static_cast<unsigned long long>(lost), cfg_.db.c_str(),
+                         writer_->last_error().c_str());
+    }
 }
+
+int64_t Daemon::session_id() { return writer_->session_row(session_ord_, 10000); }
 
 // Where the stamp clock's 0 lies on CLOCK_MONOTONIC: bracket a query that
 // reads it and keep the tightest of a few tries.  Xen stamps its system
@@ -101,7 +114,9 @@ void Daemon::calibrate_clock() {
                  static_cast<long long>(tsc_offset_), static_cast<unsigned long long>(best / 2));
 }
 
-void Daemon::stop() {
+void Daemon::stop(const char* cause) {
+    const char* expected = "shutdown";
+    stop_cause_.compare_exchange_strong(expected, cause);
     stopping_ = true;
     uint64_t one = 1;
     if (wake_)
@@ -121,38 +136,94 @@ uint64_t Daemon::to_ns(uint64_t tsc) const {
     return static_cast<uint64_t>(static_cast<int64_t>(stamp_ns(tsc)) + tsc_offset_);
 }
 
-bool Daemon::trapped(unsigned port, unsigned size) const {
-    for (auto [f, l] : traps_)
-        if (port >= f && port + size - 1 <= l)
-            return true;
-    return false;
-}
-
-bool Daemon::run() {
+int Daemon::run() {
     std::vector<Channel::Ev> evs;
-    uint64_t last_sync = now_ns();
-    while (!stopping_ && !detached_) {
+    uint64_t last_publish = now_ns();
+    while (!stopping_ && !detached_ && !gone_) {
         evs.clear();
-        chan_->wait(20, wake_.get(), evs);
+        bool waiting = false;
+        for (auto& pd : pending_)
+            waiting |= pd.valid;
+        // Short waits only while a record waits for its vCPU's resume or a
+        // duration trigger runs; otherwise the wake-ups come from events.
+        int wait_ms = waiting || cfg_.triggers.duration_ns ? 20 : 200;
+        chan_->wait(wait_ms, wake_.get(), evs);
+        uint64_t cnt;
+        (void)!::read(wake_.get(), &cnt, sizeof(cnt));
+
         // Control messages first: a start_trap precedes the accesses it allows.
-        process_ctrl();
-        for (unsigned v = 0; v < chan_->nr_vcpus; v++)
-            handle_ioreq(v);
+        serve_ctrl_ring();
+        bool any_vcpu = false;
+        for (const Channel::Ev& e : evs) {
+            if (e.kind == Channel::Ev::ioreq && e.vcpu < chan_->nr_vcpus) {
+                serve_ioreq(e.vcpu);
+                any_vcpu = true;
+            } else if (e.kind == Channel::Ev::gone) {
+                gone_ = true;
+            }
+        }
+        // Nothing reported: look at every slot once, so a lost
+        // notification costs a tick, never a stuck vCPU.
+        if (!any_vcpu)
+            for (unsigned v = 0; v < chan_->nr_vcpus; v++)
+                serve_ioreq(v);
         finalize_all(false);
+        serve_requests();
+
         uint64_t now = now_ns();
-        std::lock_guard<std::recursive_mutex> lk(mu_);
         if (session_.on_tick(now))
-            state_changed("stop", now);
-        if (now - last_sync > 500000000ull) {
-            sync_session();
-            last_sync = now;
+            transition("stop", "duration", now);
+        if (now - last_publish > 200000000ull) {
+            publish();
+            last_publish = now;
         }
     }
-    // Detached after a timeout: the daemon failed its guest.
-    return !(detached_ && timeouts_);
+    finalize_all(true);
+    if (gone_) {
+        std::fprintf(stderr, "busprof: error: the %s hypervisor went away: stopping the session\n",
+                     hv_->name().c_str());
+        writer_->add_event({session_ord_, "hypervisor_gone", now_ns(),
+                            "the " + hv_->name() + " hypervisor's connection closed"});
+        end_session("hypervisor_gone");
+    } else if (detached_) {
+        end_session("detached");
+    } else {
+        end_session(stop_cause_.load());
+    }
+    // Answer requests that raced with the end, then say how it went.
+    serve_requests();
+    bool failed_guest = detached_ && counters_.timeouts;
+    return failed_guest || gone_ ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
-void Daemon::process_ctrl() {
+void Daemon::end_session(const char* cause) {
+    if (session_.state() != SessionState::stopped) {
+        uint64_t now = now_ns();
+        session_.apply(SessionAction::stop, now);
+        transition("stop", cause, now);
+    }
+    publish();
+}
+
+void Daemon::publish() {
+    counters_.state = to_string(session_.state());
+    counters_.started_ns = session_.started_ns();
+    counters_.stopped_ns = session_.stopped_ns();
+    writer_->set_counters(session_ord_, counters_);
+}
+
+// After a session state change: its marker (one kind per new state, with
+// what caused it) and the new state for the DB.
+void Daemon::transition(const char* kind, const std::string& cause, uint64_t now) {
+    if (!kind)
+        kind = session_.state() == SessionState::profiling ? "start"
+               : session_.state() == SessionState::stopped ? "stop"
+                                                            : "pause";
+    writer_->add_marker({session_ord_, kind, -1, -1, -1, now, cause});
+    publish();
+}
+
+void Daemon::serve_ctrl_ring() {
     xen_busprof_page* pg = chan_->page;
     uint32_t prod = __atomic_load_n(&pg->ctrl_prod, __ATOMIC_ACQUIRE);
     uint32_t cons = pg->ctrl_cons;
@@ -162,135 +233,155 @@ void Daemon::process_ctrl() {
         xen_busprof_ctrl_msg m = pg->ring[cons % XEN_BUSPROF_CTRL_RING_SIZE];
         cons++;
         __atomic_store_n(&pg->ctrl_cons, cons, __ATOMIC_RELEASE);
-        handle_ctrl(m);
+        on_ctrl(m);
     }
-    uint64_t now = now_ns();
-    if (pg->ctrl_lost != seen_lost_) {
-        writer_->add_event({session_id_, "ctrl_lost", now,
-                            std::to_string(pg->ctrl_lost - seen_lost_) +
-                                " control messages lost to a full ring"});
-        seen_lost_ = pg->ctrl_lost;
+    uint32_t lost = __atomic_load_n(&pg->ctrl_lost, __ATOMIC_ACQUIRE);
+    if (lost != seen_lost_) {
+        writer_->add_event({session_ord_, "ctrl_lost", now_ns(),
+                            std::to_string(lost - seen_lost_) +
+                                " control messages lost to a full ring; traps re-read from " +
+                                hv_->name()});
+        seen_lost_ = lost;
+        resync_traps();
     }
 }
 
-void Daemon::handle_ctrl(const xen_busprof_ctrl_msg& m) {
-    uint64_t t = to_ns(m.tsc);
-    std::lock_guard<std::recursive_mutex> lk(mu_);
-    switch (m.kind) {
-    case XEN_BUSPROF_CTRL_start_trap:
-        traps_.push_back({m.first, m.last});
-        try {
-            bus_->grant(m.first, m.last);
-        } catch (const std::exception& e) {
-            writer_->add_event({session_id_, "refused", t, e.what()});
-        }
-        writer_->add_marker({session_id_, "start_trap", m.vcpu, m.first, m.last, t});
-        if (session_.on_start_trap(t))
-            state_changed(nullptr, t);
-        break;
-
-    case XEN_BUSPROF_CTRL_stop_trap:
-        finalize_all(false);
-        for (auto it = traps_.begin(); it != traps_.end(); ++it)
-            if (it->first == m.first && it->second == m.last) {
-                traps_.erase(it);
-                break;
+// Xen's trap table is the truth; after lost control messages the daemon
+// reads it instead of guessing.
+void Daemon::resync_traps() {
+    xen_busprof_query q{};
+    q.domid = dom_.domid;
+    if (hv_->op(XEN_BUSPROF_query, &q, sizeof(q)) < 0)
+        return;
+    traps_.clear();
+    for (uint32_t i = 0; i < q.nr_traps && i < XEN_BUSPROF_MAX_RANGES; i++) {
+        auto r = std::make_pair(q.traps[i].first, q.traps[i].last);
+        traps_.push_back(r);
+        if (std::find(granted_.begin(), granted_.end(), r) == granted_.end()) {
+            try {
+                bus_->grant(r.first, r.second);
+                granted_.push_back(r);
+            } catch (const std::exception&) {
             }
-        bus_->revoke(m.first, m.last);
-        writer_->add_marker({session_id_, "stop_trap", m.vcpu, m.first, m.last, t});
-        if (traps_.empty() && session_.on_last_stop_trap(t))
-            state_changed(nullptr, t);
+        }
+    }
+}
+
+static bool covers(const std::vector<std::pair<uint16_t, uint16_t>>& rs, unsigned port,
+                   unsigned size) {
+    for (auto [f, l] : rs)
+        if (port >= f && port + size - 1 <= l)
+            return true;
+    return false;
+}
+
+void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
+    uint64_t t = to_ns(m.tsc);
+    int vcpu = m.vcpu;
+    switch (m.kind) {
+    case XEN_BUSPROF_CTRL_start_trap: {
+        // Granted before the marker: Xen routes accesses to the range from
+        // now on, and each is served with the bus permission in place.
+        auto r = std::make_pair(m.first, m.last);
+        bool ok = true;
+        if (std::find(granted_.begin(), granted_.end(), r) == granted_.end()) {
+            try {
+                bus_->grant(m.first, m.last);
+                granted_.push_back(r);
+            } catch (const std::exception& e) {
+                ok = false;
+                counters_.notes_dropped +=
+                    !writer_->add_event({session_ord_, "refused", t, e.what()}, true);
+            }
+        }
+        if (ok)
+            traps_.push_back(r);
+        counters_.notes_dropped += !writer_->add_marker(
+            {session_ord_, "start_trap", vcpu, m.first, m.last, t, {}}, true);
+        if (session_.on_start_trap(t))
+            transition(nullptr, "start_trap", t);
         break;
+    }
+
+    case XEN_BUSPROF_CTRL_stop_trap: {
+        finalize_all(false);
+        auto it = std::find(traps_.begin(), traps_.end(), std::make_pair(m.first, m.last));
+        if (it != traps_.end())
+            traps_.erase(it);
+        // The bus permission stays until the end: an access Xen routed
+        // before the stop may still be in another vCPU's slot.
+        counters_.notes_dropped += !writer_->add_marker(
+            {session_ord_, "stop_trap", vcpu, m.first, m.last, t, {}}, true);
+        if (traps_.empty() && session_.on_last_stop_trap(t))
+            transition(nullptr, "stop_trap", t);
+        break;
+    }
 
     case XEN_BUSPROF_CTRL_extract:
-        writer_->add_marker({session_id_, "extract", m.vcpu, m.first, m.last, t});
-        answer_extract(m);
+        // Everything the guest did before asking is complete: its vCPU
+        // resumed from each access before it could ask.
+        finalize_all(false);
+        counters_.notes_dropped += !writer_->add_marker(
+            {session_ord_, "extract", vcpu, m.first, m.last, t, {}}, true);
+        writer_->request_extract({session_ord_, dom_.domid, m});
         break;
 
     case XEN_BUSPROF_CTRL_timeout:
-        timeouts_++;
-        writer_->add_event({session_id_, "timeout", t,
-                            "vCPU " + std::to_string(m.vcpu) + " access to port " +
+        counters_.timeouts++;
+        writer_->add_event({session_ord_, "timeout", t,
+                            "vCPU " + std::to_string(vcpu) + " access to port " +
                                 std::to_string(m.first) + " completed without the daemon"});
+        if (m.vcpu < chan_->nr_vcpus)
+            timed_out(m.vcpu, t);
         break;
 
     case XEN_BUSPROF_CTRL_detach:
         // The domain is going away, or an access timed out (reported above).
-        writer_->add_event({session_id_, "detached", t,
-                            timeouts_ ? "Xen detached the profiler after a timeout"
-                                      : "Xen detached the profiler: the domain is going away"});
+        writer_->add_event({session_ord_, "detached", t,
+                            counters_.timeouts
+                                ? "Xen detached the profiler after a timeout"
+                                : "Xen detached the profiler: the domain is going away"});
         std::fprintf(stderr, "busprof: Xen detached the profiler from domain %s%s\n",
-                     dom_.name.c_str(), timeouts_ ? " after a timeout" : "");
+                     dom_.name.c_str(), counters_.timeouts ? " after a timeout" : "");
         detached_ = true;
         break;
     }
 }
 
-void Daemon::answer_extract(const xen_busprof_ctrl_msg& m) {
-    // Everything the guest did before asking must be in the DB: its vCPU
-    // resumed from each access before it could ask, so those are complete.
-    finalize_all(false);
-    xen_busprof_extract_reply rep{};
-    rep.domid = dom_.domid;
-    rep.request = m.seq;
-    std::vector<xen_busprof_record> recs;
-    if (!writer_->flush()) {
-        rep.status = -EIO;
-    } else {
-        try {
-            int64_t snapshot = static_cast<int64_t>(m.snapshot);
-            if (!snapshot) {
-                Stmt s(reader_->get(), "SELECT COALESCE(MAX(id), 0) FROM transactions"
-                                       " WHERE session_id = ?");
-                s.bind(1, session_id_);
-                s.step();
-                snapshot = sqlite3_column_int64(s.get(), 0);
-            }
-            const char* where = " FROM transactions WHERE session_id = ?1 AND domid = ?2"
-                                " AND port BETWEEN ?3 AND ?4 AND id <= ?5";
-            Stmt c(reader_->get(), std::string("SELECT count(*)") + where);
-            c.bind(1, session_id_).bind(2, dom_.domid).bind(3, m.first).bind(4, m.last);
-            c.bind(5, snapshot);
-            c.step();
-            rep.total = static_cast<uint64_t>(sqlite3_column_int64(c.get(), 0));
-            rep.snapshot = static_cast<uint64_t>(snapshot);
-            Stmt q(reader_->get(),
-                   std::string("SELECT id, rip, t_trap_ns, t_bus_begin_ns, t_bus_end_ns,"
-                               " t_resume_ns, value, port, vcpu, size, dir, status") +
-                       where + " ORDER BY id LIMIT ?6 OFFSET ?7");
-            q.bind(1, session_id_).bind(2, dom_.domid).bind(3, m.first).bind(4, m.last);
-            q.bind(5, snapshot).bind(6, m.nr).bind(7, static_cast<int64_t>(m.offset));
-            while (q.step()) {
-                xen_busprof_record r{};
-                auto col = [&](int i) { return sqlite3_column_int64(q.get(), i); };
-                r.id = col(0);
-                r.rip = col(1);
-                r.t_trap_ns = col(2);
-                r.t_bus_begin_ns = col(3);
-                r.t_bus_end_ns = col(4);
-                r.t_resume_ns = col(5);
-                r.value = static_cast<uint32_t>(col(6));
-                r.port = static_cast<uint16_t>(col(7));
-                r.vcpu = static_cast<uint16_t>(col(8));
-                r.size = static_cast<uint8_t>(col(9));
-                r.dir = dir_from_name(reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 10)));
-                r.status =
-                    status_from_name(reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 11)));
-                recs.push_back(r);
-            }
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "busprof: error: extract query: %s\n", e.what());
-            recs.clear();
-            rep.status = -EIO;
-        }
+// Xen stopped waiting for vCPU v: the guest got all ones for a read and
+// nothing for a write.  If the daemon already made the access, its record
+// says so; if not, the request still in the slot is abandoned.
+void Daemon::timed_out(unsigned v, uint64_t t) {
+    Pending& pd = pending_[v];
+    const xen_busprof_stamp& st = chan_->page->stamp[v];
+    if (pd.valid && __atomic_load_n(&st.resume_seq, __ATOMIC_ACQUIRE) != pd.seq) {
+        pd.r.status = XEN_BUSPROF_STATUS_TIMEOUT;
+        if (pd.r.dir == XEN_BUSPROF_DIR_IN)
+            pd.r.value = pd.r.size >= 4 ? 0xffffffffu : (1u << (8 * pd.r.size)) - 1;
+        pd.r.t_resume_ns = t;
+        pd.valid = false;
+        if (pd.record)
+            queue_record(pd.r);
+        return;
     }
-    rep.nr = static_cast<uint32_t>(recs.size());
-    long rc = hv_->op(XEN_BUSPROF_extract_reply, &rep, sizeof(rep), recs.data(), recs.size());
-    if (rc < 0)
-        std::fprintf(stderr, "busprof: warning: extract reply refused: %s\n", op_error(rc).c_str());
+    abandoned_[v] = true;
 }
 
-void Daemon::handle_ioreq(unsigned v) {
+// Whether the daemon may touch the bus for this access.  Xen routed it,
+// so it was trapped when the guest made it; the daemon only checks that
+// the port lies in a range Xen told it of (and that it got bus access
+// for), reading the control ring and then Xen's table before it says no.
+bool Daemon::may_serve(unsigned port, unsigned size) {
+    if (covers(granted_, port, size))
+        return true;
+    serve_ctrl_ring();
+    if (covers(granted_, port, size))
+        return true;
+    resync_traps();
+    return covers(granted_, port, size);
+}
+
+void Daemon::serve_ioreq(unsigned v) {
     ioreq_t* p = &chan_->ioreq->vcpu_ioreq[v];
     if (static_cast<volatile ioreq_t*>(p)->state != STATE_IOREQ_READY)
         return;
@@ -307,6 +398,9 @@ void Daemon::handle_ioreq(unsigned v) {
     }
 
     finalize(v, false);
+    // A timeout or a detach posted before this request was taken is in
+    // the ring by now: read it before touching the bus.
+    serve_ctrl_ring();
 
     const xen_busprof_stamp& st = chan_->page->stamp[v];
     uint64_t seq = st.seq, rip = st.rip, tsc_trap = st.tsc_trap;
@@ -318,37 +412,47 @@ void Daemon::handle_ioreq(unsigned v) {
     unsigned size = req.size;
     unsigned port = static_cast<unsigned>(req.addr);
     bool write = req.dir == IOREQ_WRITE;
-    uint32_t mask = size >= 4 ? 0xffffffffu : (1u << (8 * size)) - 1;
+    bool valid = req.type == IOREQ_TYPE_PIO && req.count == 1 && !req.data_is_ptr &&
+                 (size == 1 || size == 2 || size == 4);
+    uint32_t mask = size >= 4 || !valid ? 0xffffffffu : (1u << (8 * size)) - 1;
     uint32_t value = write ? static_cast<uint32_t>(req.data) & mask : 0;
     uint8_t status = XEN_BUSPROF_STATUS_OK;
-    uint64_t t0, t1;
+    uint64_t t0 = 0, t1 = 0, now;
+    bool abandoned = abandoned_[v] || detached_;
+    abandoned_[v] = false;
 
-    // Touch only what the guest trapped: Xen checked it may use these ports.
-    if (req.type == IOREQ_TYPE_PIO && req.count == 1 && !req.data_is_ptr &&
-        (size == 1 || size == 2 || size == 4) && trapped(port, size)) {
+    if (abandoned) {
+        // Xen completed it already (all ones for a read): the device must
+        // not see an access the guest has moved on from.
+        status = XEN_BUSPROF_STATUS_TIMEOUT;
+        if (!write)
+            value = mask;
+    } else if (valid && may_serve(port, size)) {
         t0 = now_ns();
         bus_->access(static_cast<uint16_t>(port), size, write, &value);
         t1 = now_ns();
     } else {
-        t0 = t1 = now_ns();
         value = mask;
         status = XEN_BUSPROF_STATUS_ERROR;
-        writer_->add_event({session_id_, "refused", t0,
-                            "vCPU " + std::to_string(v) + " ioreq type " +
-                                std::to_string(req.type) + " port " + std::to_string(port) +
-                                " size " + std::to_string(size) + " count " +
-                                std::to_string(req.count) + " not served"});
+        counters_.notes_dropped += !writer_->add_event(
+            {session_ord_, "refused", now_ns(),
+             "vCPU " + std::to_string(v) + " ioreq type " + std::to_string(req.type) + " port " +
+                 std::to_string(port) + " size " + std::to_string(size) + " count " +
+                 std::to_string(req.count) + " not served"},
+            true);
     }
     if (!write)
         p->data = value;
     __atomic_thread_fence(__ATOMIC_RELEASE);
     p->state = STATE_IORESP_READY;
     chan_->notify_vcpu(v);
+    now = now_ns();
 
     Pending& pd = pending_[v];
     pd.valid = true;
     pd.seq = seq;
     pd.r = Record{};
+    pd.r.session_id = session_ord_;
     pd.r.domid = dom_.domid;
     pd.r.vcpu = static_cast<uint16_t>(v);
     pd.r.port = static_cast<uint16_t>(port);
@@ -357,17 +461,38 @@ void Daemon::handle_ioreq(unsigned v) {
     pd.r.status = status;
     pd.r.value = value & mask;
     pd.r.rip = stamped ? rip : 0;
-    pd.r.t_trap_ns = stamped ? to_ns(tsc_trap) : t0;
+    pd.r.t_trap_ns = stamped ? to_ns(tsc_trap) : (t0 ? t0 : now);
     pd.r.t_bus_begin_ns = t0;
     pd.r.t_bus_end_ns = t1;
-    std::lock_guard<std::recursive_mutex> lk(mu_);
-    uint64_t now = now_ns();
     if (session_.on_access(now))
-        state_changed(nullptr, now);
+        transition(nullptr, cfg_.triggers.start_text(), now);
     pd.record = session_.recording();
-    pd.r.session_id = session_id_;
     if (!pd.record)
-        unrecorded_++;
+        counters_.unrecorded++;
+    if (abandoned) {
+        // No resume will come for it.
+        pd.r.t_resume_ns = now;
+        pd.valid = false;
+        if (pd.record)
+            queue_record(pd.r);
+    }
+}
+
+void Daemon::queue_record(const Record& r) {
+    if (!writer_->push(r)) {
+        counters_.dropped++;
+        if (!queue_full_reported_)
+            counters_.notes_dropped += !writer_->add_event(
+                {session_ord_, "queue_full", now_ns(),
+                 "record queue full: transactions dropped (see sessions.dropped)"},
+                true);
+        queue_full_reported_ = true;
+        return;
+    }
+    queue_full_reported_ = false;
+    uint64_t now = now_ns();
+    if (session_.on_recorded(now))
+        transition(nullptr, "records:" + std::to_string(cfg_.triggers.stop_after_records), now);
 }
 
 void Daemon::finalize(unsigned v, bool force) {
@@ -379,27 +504,15 @@ void Daemon::finalize(unsigned v, bool force) {
     if (resume_seq == pd.seq) {
         pd.r.t_resume_ns = to_ns(st.tsc_resume);
     } else if (force) {
-        // The resume was never seen (Xen timed the access out, or we stop).
-        pd.r.t_resume_ns = pd.r.t_bus_end_ns;
-        pd.r.status = XEN_BUSPROF_STATUS_TIMEOUT;
+        // The daemon ends before the vCPU resumed: the guest got the
+        // answer (it is in the slot); only the resume time is unknown.
+        pd.r.t_resume_ns = pd.r.t_bus_end_ns ? pd.r.t_bus_end_ns : now_ns();
     } else {
         return;
     }
     pd.valid = false;
-    if (!pd.record)
-        return;
-    if (!writer_->push(pd.r)) {
-        if (!queue_full_reported_)
-            writer_->add_event({pd.r.session_id, "queue_full", now_ns(),
-                                "record queue full: transactions dropped (see sessions.dropped)"});
-        queue_full_reported_ = true;
-        return;
-    }
-    queue_full_reported_ = false;
-    std::lock_guard<std::recursive_mutex> lk(mu_);
-    uint64_t now = now_ns();
-    if (session_.on_recorded(now))
-        state_changed(nullptr, now);
+    if (pd.record)
+        queue_record(pd.r);
 }
 
 void Daemon::finalize_all(bool force) {
@@ -407,33 +520,58 @@ void Daemon::finalize_all(bool force) {
         finalize(v, force);
 }
 
-void Daemon::state_changed(const char* marker, uint64_t now) {
-    if (marker)
-        writer_->add_marker({session_id_, marker, -1, -1, -1, now});
-    sync_session();
-}
-
-void Daemon::sync_session() {
-    writer_->update_session(session_id_, to_string(session_.state()), session_.started_ns(),
-                            session_.stopped_ns(), timeouts_, unrecorded_);
-}
-
 // ---------------------------------------------------------------- control
 
+// Control thread: the session belongs to the ioreq thread, so the request
+// goes there and the answer comes back; flush waits on the writer here.
 std::string Daemon::control(const std::string& line) {
     std::istringstream in(line);
     std::string cmd;
     in >> cmd;
+    if (cmd == "flush") {
+        if (writer_->flush(10000))
+            return "OK\n";
+        return "ERR the trace DB cannot be written: " + writer_->last_error() + "\n";
+    }
+    auto req = std::make_shared<Request>();
+    req->cmd = cmd;
+    auto answer = req->reply.get_future();
+    {
+        std::lock_guard lk(req_mu_);
+        requests_.push_back(req);
+    }
+    uint64_t one = 1;
+    (void)!::write(wake_.get(), &one, sizeof(one));
+    if (answer.wait_for(std::chrono::seconds(2)) != std::future_status::ready)
+        return "ERR the daemon did not answer within 2 s\n";
+    std::string reply = answer.get();
+    // The session's row id is the writer's to give.
+    auto at = reply.find("{session}");
+    if (at != std::string::npos)
+        reply.replace(at, 9, std::to_string(session_id()));
+    return reply;
+}
+
+void Daemon::serve_requests() {
+    std::deque<std::shared_ptr<Request>> reqs;
+    {
+        std::lock_guard lk(req_mu_);
+        reqs.swap(requests_);
+    }
+    for (auto& r : reqs)
+        r->reply.set_value(handle(r->cmd));
+}
+
+std::string Daemon::handle(const std::string& cmd) {
     uint64_t now = now_ns();
-    std::lock_guard<std::recursive_mutex> lk(mu_);
     try {
         if (cmd == "status") {
             std::ostringstream o;
-            o << "session " << session_id_ << " domain " << dom_.name << " domid " << dom_.domid
-              << " state " << to_string(session_.state()) << " recorded "
-              << writer_->committed() << " dropped " << writer_->dropped() << " unrecorded "
-              << unrecorded_ << " timeouts " << timeouts_ << " traps " << traps_.size()
-              << " db " << writer_->path() << "\nOK\n";
+            o << "session {session} domain " << dom_.name << " domid " << dom_.domid << " state "
+              << to_string(session_.state()) << " recorded " << writer_->committed(session_ord_)
+              << " dropped " << counters_.dropped << " unrecorded " << counters_.unrecorded
+              << " timeouts " << counters_.timeouts << " traps " << traps_.size() << " db "
+              << writer_->path() << "\nOK\n";
             return o.str();
         }
         static const std::pair<const char*, SessionAction> actions[] = {
@@ -444,47 +582,30 @@ std::string Daemon::control(const std::string& line) {
         for (auto [name, a] : actions) {
             if (cmd != name)
                 continue;
+            SessionState before = session_.state();
+            if (a == SessionAction::rearm)
+                publish(); // the stopped session's last counters
             session_.apply(a, now);
             if (a == SessionAction::rearm) {
                 // The stopped session keeps its row; the new one gets its own.
+                counters_ = {};
                 SessionRow row{dom_.domid, dom_.name, hv_->name(), bus_->name(),
                                to_string(session_.state()), cfg_.triggers.start_text(),
                                cfg_.triggers.stop_text(), now};
-                session_id_ = writer_->create_session(row);
-                unrecorded_ = timeouts_ = 0;
-                sync_session();
+                session_ord_ = writer_->begin_session(row);
+                publish();
             } else {
-                state_changed(name, now);
+                const char* kind = a == SessionAction::resume && before == SessionState::configured
+                                       ? "start"
+                                       : name;
+                transition(kind, "user", now);
             }
-            return "session " + std::to_string(session_id_) + " is " +
-                   to_string(session_.state()) + "\nOK\n";
+            return "session {session} is " + std::string(to_string(session_.state())) + "\nOK\n";
         }
-        if (cmd == "flush")
-            return writer_->flush() ? "OK\n" : "ERR the trace DB cannot be written: " +
-                                                   writer_->last_error() + "\n";
         return "ERR unknown command '" + cmd + "'\n";
     } catch (const UserError& e) {
         return std::string("ERR ") + e.what() + (e.hint().empty() ? "" : "\nHINT " + e.hint()) +
                "\n";
-    }
-}
-
-void Daemon::serve_control() {
-    while (!stopping_) {
-        pollfd p[2] = {{control_listen_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
-        if (::poll(p, 2, 200) <= 0 || !(p[0].revents & POLLIN))
-            continue;
-        FD c(::accept4(control_listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-        if (!c)
-            continue;
-        timeval tv{2, 0};
-        ::setsockopt(c.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-        std::string line;
-        char ch;
-        while (line.size() < 256 && ::read(c.get(), &ch, 1) == 1 && ch != '\n')
-            line += ch;
-        std::string reply = control(line);
-        (void)!::write(c.get(), reply.data(), reply.size());
     }
 }
 

@@ -1,17 +1,28 @@
 // The busprof daemon: the profiler of one guest domain.
+//
+// Three threads, each owning its room:
+//  - the ioreq thread (run()) serves the guest: ioreqs, the control ring,
+//    the session state machine.  It does no SQL, takes no lock that is
+//    held across I/O, and never waits on storage.
+//  - the writer thread (Writer, db.h) owns the trace DB: records, markers,
+//    events, session rows and the answers to the guest's extracts.
+//  - the control thread (ControlServer) serves `busprof status/pause/...`
+//    and hands each request to the ioreq thread through a mailbox.
 #pragma once
 
 #include "bus.h"
+#include "control_server.h"
 #include "db.h"
 #include "fd.h"
 #include "hv.h"
 #include "session.h"
 
 #include <atomic>
+#include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace busprof {
@@ -25,6 +36,7 @@ struct DaemonConfig {
     std::string domain;
     unsigned timeout_ms = 1000;
     size_t queue_capacity = 65536;
+    size_t note_capacity = 4096;
     Triggers triggers;
     SimBusConfig sim_bus;
 };
@@ -35,13 +47,20 @@ class Daemon {
     ~Daemon();
     Daemon(const Daemon&) = delete;
 
-    // Serves until stop() or until Xen detaches the profiler (the domain
-    // went away).  Returns false if it was detached after a timeout.
-    bool run();
-    void stop();
+    // Serves until stop(), until Xen detaches the profiler or the
+    // hypervisor goes away.  Returns EXIT_SUCCESS, or EXIT_FAILURE when
+    // the daemon failed its guest (an access timed out), the hypervisor
+    // went away, or records could not be written.
+    int run();
+    // Any thread.  cause: the stop marker's cause.
+    void stop(const char* cause = "signal");
 
-    int64_t session_id() const { return session_id_; }
+    // The session's row in the trace DB (waits for the writer to create it).
+    int64_t session_id();
     const DomainInfo& domain() const { return dom_; }
+
+    // Control thread: one request line, its reply.
+    std::string control(const std::string& line);
 
   private:
     struct Pending {
@@ -50,48 +69,58 @@ class Daemon {
         uint64_t seq = 0;
         Record r{};
     };
+    struct Request {
+        std::string cmd;
+        std::promise<std::string> reply;
+    };
 
-    void process_ctrl();
-    void handle_ctrl(const xen_busprof_ctrl_msg& m);
-    void handle_ioreq(unsigned v);
+    // ioreq thread
+    void serve_ctrl_ring();
+    void on_ctrl(const xen_busprof_ctrl_msg& m);
+    void serve_ioreq(unsigned v);
+    bool may_serve(unsigned port, unsigned size);
+    void resync_traps();
+    void timed_out(unsigned v, uint64_t t);
     void finalize(unsigned v, bool force);
     void finalize_all(bool force);
-    void answer_extract(const xen_busprof_ctrl_msg& m);
+    void queue_record(const Record& r);
+    void transition(const char* kind, const std::string& cause, uint64_t now);
+    void publish();
+    void serve_requests();
+    std::string handle(const std::string& cmd);
+    void end_session(const char* cause);
     uint64_t stamp_ns(uint64_t tsc) const;
     uint64_t to_ns(uint64_t tsc) const;
     void calibrate_clock();
-    bool trapped(unsigned port, unsigned size) const;
-    void state_changed(const char* marker, uint64_t now); // mu_ held
-    void sync_session(); // mu_ held
-    void serve_control();
-    std::string control(const std::string& line);
 
     DaemonConfig cfg_;
     std::unique_ptr<Hypervisor> hv_;
     std::unique_ptr<Bus> bus_;
     DomainInfo dom_;
     std::unique_ptr<Writer> writer_;
-    std::unique_ptr<Db> reader_;
     std::unique_ptr<Channel> chan_;
+
+    // ioreq thread only
     std::vector<Pending> pending_;
-    std::vector<std::pair<uint16_t, uint16_t>> traps_;
+    std::vector<bool> abandoned_; // Xen gave up on the vCPU's request
+    std::vector<std::pair<uint16_t, uint16_t>> traps_;   // trapped now
+    std::vector<std::pair<uint16_t, uint16_t>> granted_; // bus access granted
     uint64_t last_stamp_seq_[XEN_BUSPROF_MAX_VCPUS] = {};
     int64_t tsc_offset_ = 0;
     uint32_t seen_lost_ = 0;
     bool queue_full_reported_ = false;
-
-    // session_, session_id_, counters below; recursive: control messages
-    // change the session and complete pending records under it.
-    std::recursive_mutex mu_;
+    bool detached_ = false, gone_ = false;
     Session session_;
-    int64_t session_id_ = 0;
-    uint64_t unrecorded_ = 0, timeouts_ = 0;
+    uint32_t session_ord_ = 0;
+    SessionCounters counters_;
 
-    FD wake_;
-    FD control_listen_;
-    std::thread control_thread_;
+    // shared: explicit and small
+    std::mutex req_mu_; // requests_
+    std::deque<std::shared_ptr<Request>> requests_;
     std::atomic<bool> stopping_{false};
-    bool detached_ = false;
+    std::atomic<const char*> stop_cause_{"shutdown"};
+    FD wake_;
+    std::unique_ptr<ControlServer> control_;
 };
 
 } // namespace busprof

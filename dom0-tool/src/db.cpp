@@ -6,6 +6,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <unistd.h>
 
 namespace busprof {
@@ -46,7 +48,7 @@ Db Db::open(const std::string& path, bool writable) {
             db.exec("PRAGMA journal_mode=WAL");
             db.exec("PRAGMA synchronous=NORMAL");
             db.exec(kSchemaSql);
-            db.exec("INSERT OR IGNORE INTO meta VALUES ('schema_version', '1'),"
+            db.exec("INSERT OR IGNORE INTO meta VALUES ('schema_version', '2'),"
                     " ('clock', 'CLOCK_MONOTONIC ns of dom0'), ('created_by', 'busprof')");
         } else {
             db.scalar("SELECT count(*) FROM sqlite_master");
@@ -118,174 +120,486 @@ void Stmt::reset() {
 
 // ------------------------------------------------------------------ Writer
 
-Writer::Writer(const std::string& path, size_t queue_capacity)
-    : path_(path), db_(Db::open(path, true)), queue_(queue_capacity) {
+namespace {
+
+// "<boot id>/<pid>/<start time>" of this process: who owns a session row
+// while it runs.  A pid alone could be reused by an unrelated process.
+std::string start_time_of(long pid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(f, line))
+        return {};
+    // Field 22 (starttime); the command name (field 2) may hold spaces.
+    size_t p = line.rfind(')');
+    if (p == std::string::npos)
+        return {};
+    std::istringstream rest(line.substr(p + 2));
+    std::string field;
+    for (int i = 3; i <= 22 && rest >> field; i++)
+        if (i == 22)
+            return field;
+    return {};
+}
+
+std::string boot_id() {
+    std::ifstream f("/proc/sys/kernel/random/boot_id");
+    std::string id;
+    std::getline(f, id);
+    return id;
+}
+
+std::string owner_self() {
+    return boot_id() + "/" + std::to_string(::getpid()) + "/" + start_time_of(::getpid());
+}
+
+bool owner_alive(const std::string& owner) {
+    size_t a = owner.find('/'), b = owner.rfind('/');
+    if (a == std::string::npos || a == b || owner.substr(0, a) != boot_id())
+        return false;
+    long pid = std::strtol(owner.c_str() + a + 1, nullptr, 10);
+    return pid > 0 && start_time_of(pid) == owner.substr(b + 1) && !owner.substr(b + 1).empty();
+}
+
+void bind_ns(Stmt& s, int i, uint64_t ns) {
+    ns ? s.bind(i, static_cast<int64_t>(ns)) : s.bind_null(i);
+}
+
+} // namespace
+
+Writer::Writer(const std::string& path, size_t queue_capacity, size_t note_capacity)
+    : path_(path), db_(Db::open(path, true)), queue_(queue_capacity),
+      note_capacity_(note_capacity) {
+    abort_orphans();
     thread_ = std::thread([this] { run(); });
 }
 
 Writer::~Writer() {
-    if (!flush(30000))
-        std::fprintf(stderr, "busprof: error: could not write the last %llu records to %s\n",
-                     static_cast<unsigned long long>(pushed_.load() - committed_.load()),
-                     path_.c_str());
-    stop_ = true;
-    cv_.notify_all();
-    thread_.join();
+    uint64_t lost = close(10000);
+    if (lost)
+        std::fprintf(stderr, "busprof: error: %llu records and notes could not be written to %s\n",
+                     static_cast<unsigned long long>(lost), path_.c_str());
 }
 
-int64_t Writer::create_session(const SessionRow& s) {
-    std::lock_guard lk(mu_);
-    Stmt st(db_.get(), "INSERT INTO sessions (domid, domain_name, backend, bus, state,"
-                       " start_trigger, stop_trigger, created_ns) VALUES (?,?,?,?,?,?,?,?)");
-    st.bind(1, s.domid).bind(2, s.domain_name).bind(3, s.backend).bind(4, s.bus);
-    st.bind(5, s.state).bind(6, s.start_trigger).bind(7, s.stop_trigger);
-    st.bind(8, static_cast<int64_t>(s.created_ns));
-    st.step();
-    return sqlite3_last_insert_rowid(db_.get());
-}
-
-void Writer::update_session(int64_t id, const std::string& state, uint64_t started_ns,
-                            uint64_t stopped_ns, uint64_t timeouts, uint64_t unrecorded) {
-    std::lock_guard lk(mu_);
-    Stmt st(db_.get(), "UPDATE sessions SET state=?, started_ns=?, stopped_ns=?, timeouts=?,"
-                       " unrecorded=? WHERE id=?");
-    st.bind(1, state);
-    started_ns ? st.bind(2, static_cast<int64_t>(started_ns)) : st.bind_null(2);
-    stopped_ns ? st.bind(3, static_cast<int64_t>(stopped_ns)) : st.bind_null(3);
-    st.bind(4, static_cast<int64_t>(timeouts)).bind(5, static_cast<int64_t>(unrecorded));
-    st.bind(6, id);
-    st.step();
-}
-
-bool Writer::push(const Record& r) {
-    if (!queue_.try_push(r)) {
-        dropped_++;
-        return false;
+// Sessions whose daemon ended without stopping them (killed, crashed, the
+// machine rebooted) are marked aborted when a DB is opened for writing.
+void Writer::abort_orphans() {
+    std::vector<std::pair<int64_t, std::string>> open;
+    {
+        Stmt q(db_.get(), "SELECT id, owner FROM sessions WHERE owner IS NOT NULL");
+        while (q.step())
+            open.emplace_back(sqlite3_column_int64(q.get(), 0),
+                              reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 1)));
     }
-    pushed_++;
+    for (auto& [id, owner] : open) {
+        if (owner_alive(owner))
+            continue;
+        db_.exec("BEGIN IMMEDIATE");
+        try {
+            Stmt u(db_.get(),
+                   "UPDATE sessions SET state = 'aborted', owner = NULL, stopped_ns = MAX("
+                   " created_ns,"
+                   " COALESCE((SELECT MAX(t_resume_ns) FROM transactions WHERE session_id = ?1), 0),"
+                   " COALESCE((SELECT MAX(t_ns) FROM markers WHERE session_id = ?1), 0))"
+                   " WHERE id = ?1");
+            u.bind(1, id);
+            u.step();
+            Stmt e(db_.get(), "INSERT INTO events (session_id, kind, t_ns, detail)"
+                              " SELECT id, 'aborted', stopped_ns, ? FROM sessions WHERE id = ?");
+            e.bind(1, "the daemon of this session (" + owner.substr(owner.find('/') + 1) +
+                          ") ended without stopping it; found when the DB was next opened");
+            e.bind(2, id);
+            e.step();
+            db_.exec("COMMIT");
+        } catch (...) {
+            sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+            throw;
+        }
+        std::fprintf(stderr, "busprof: session %lld of %s was left behind by a daemon that ended"
+                             " without stopping it: marked aborted\n",
+                     static_cast<long long>(id), path_.c_str());
+    }
+}
+
+bool Writer::enqueue(Note n, bool droppable) {
+    n.after = pushed_.load(std::memory_order_relaxed);
+    {
+        std::lock_guard lk(mu_);
+        if (droppable && notes_.size() >= note_capacity_)
+            return false;
+        notes_.push_back(std::move(n));
+        notes_in_++;
+    }
+    cv_.notify_all();
     return true;
 }
 
-void Writer::add_marker(Marker m) {
-    std::lock_guard lk(mu_);
-    markers_.push_back(std::move(m));
+uint32_t Writer::begin_session(const SessionRow& s) {
+    uint32_t ord = sessions_++;
+    {
+        std::lock_guard lk(mu_);
+        committed_by_session_.resize(sessions_, 0);
+        counters_[ord] = {s.state};
+        dirty_.insert(ord);
+    }
+    enqueue({0, s, ord}, false);
+    return ord;
 }
 
-void Writer::add_event(Event e) {
+void Writer::set_counters(uint32_t session, const SessionCounters& c) {
     std::lock_guard lk(mu_);
-    events_.push_back(std::move(e));
+    counters_[session] = c;
+    dirty_.insert(session);
 }
+
+bool Writer::push(const Record& r) {
+    if (!queue_.try_push(r))
+        return false;
+    pushed_.fetch_add(1, std::memory_order_release);
+    return true;
+}
+
+bool Writer::add_marker(Marker m, bool from_guest) {
+    uint32_t s = static_cast<uint32_t>(m.session_id);
+    return enqueue({0, std::move(m), s}, from_guest);
+}
+
+bool Writer::add_event(Event e, bool from_guest) {
+    uint32_t s = static_cast<uint32_t>(e.session_id);
+    return enqueue({0, std::move(e), s}, from_guest);
+}
+
+void Writer::request_extract(const ExtractRequest& r) { enqueue({0, r, r.session}, false); }
 
 bool Writer::flush(int timeout_ms) {
-    uint64_t target = pushed_.load();
+    uint64_t records = pushed_.load(std::memory_order_acquire);
     std::unique_lock lk(mu_);
-    cv_.notify_all();
+    uint64_t notes = notes_in_;
     return cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] {
-        return (committed_.load() >= target && markers_.empty() && events_.empty()) ||
-               stop_.load();
+        return (committed_.load() >= records && notes_done_ >= notes) || !thread_.joinable();
     });
 }
 
-bool Writer::commit_batch(std::vector<Record>& batch, std::vector<Marker>& markers,
-                          std::vector<Event>& events) {
+int64_t Writer::session_row(uint32_t session, int timeout_ms) {
+    std::unique_lock lk(mu_);
+    cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms),
+                 [&] { return session < rows_.size() && rows_[session]; });
+    return session < rows_.size() ? rows_[session] : 0;
+}
+
+uint64_t Writer::committed(uint32_t session) const {
+    std::lock_guard lk(mu_);
+    return session < committed_by_session_.size() ? committed_by_session_[session] : 0;
+}
+
+std::string Writer::last_error() const {
+    std::lock_guard lk(mu_);
+    return last_error_;
+}
+
+uint64_t Writer::close(int deadline_ms) {
+    {
+        std::lock_guard lk(mu_);
+        if (!thread_.joinable())
+            return lost_;
+        stop_ = true;
+        deadline_ms_ = deadline_ms;
+    }
+    cv_.notify_all();
+    thread_.join();
+    cv_.notify_all();
+    return lost_;
+}
+
+// Takes up to one batch of records and the notes that fall among them.
+void Writer::gather(Work& w) {
+    constexpr size_t kBatch = 4096;
+    for (;;) {
+        {
+            std::lock_guard lk(mu_);
+            while (!notes_.empty() && notes_.front().after <= popped_) {
+                w.notes.emplace_back(w.records.size(), std::move(notes_.front()));
+                notes_.pop_front();
+            }
+        }
+        if (w.records.size() >= kBatch)
+            return;
+        auto r = queue_.try_pop();
+        if (!r)
+            return;
+        w.records.push_back(*r);
+        popped_++;
+    }
+}
+
+int64_t Writer::row_of(uint32_t session, const std::vector<int64_t>& rows) const {
+    if (session >= rows.size() || !rows[session])
+        throw std::logic_error("busprof: a record precedes its session");
+    return rows[session];
+}
+
+void Writer::apply_note(Note& n, std::vector<int64_t>& rows, std::vector<ExtractRequest>& extracts) {
+    if (auto* s = std::get_if<SessionRow>(&n.body)) {
+        Stmt st(db_.get(), "INSERT INTO sessions (domid, domain_name, backend, bus, state,"
+                           " start_trigger, stop_trigger, created_ns, owner)"
+                           " VALUES (?,?,?,?,?,?,?,?,?)");
+        st.bind(1, s->domid).bind(2, s->domain_name).bind(3, s->backend).bind(4, s->bus);
+        st.bind(5, s->state).bind(6, s->start_trigger).bind(7, s->stop_trigger);
+        st.bind(8, static_cast<int64_t>(s->created_ns)).bind(9, owner_self());
+        st.step();
+        if (rows.size() <= n.session)
+            rows.resize(n.session + 1, 0);
+        rows[n.session] = sqlite3_last_insert_rowid(db_.get());
+    } else if (auto* m = std::get_if<Marker>(&n.body)) {
+        Stmt mk(db_.get(), "INSERT INTO markers (session_id, kind, vcpu, port_first, port_last,"
+                           " t_ns, cause) VALUES (?,?,?,?,?,?,?)");
+        mk.bind(1, row_of(n.session, rows)).bind(2, m->kind);
+        m->vcpu < 0 ? mk.bind_null(3) : mk.bind(3, m->vcpu);
+        m->port_first < 0 ? mk.bind_null(4) : mk.bind(4, m->port_first);
+        m->port_last < 0 ? mk.bind_null(5) : mk.bind(5, m->port_last);
+        mk.bind(6, static_cast<int64_t>(m->t_ns));
+        m->cause.empty() ? mk.bind_null(7) : mk.bind(7, m->cause);
+        mk.step();
+    } else if (auto* e = std::get_if<Event>(&n.body)) {
+        Stmt ev(db_.get(), "INSERT INTO events (session_id, kind, t_ns, detail) VALUES (?,?,?,?)");
+        ev.bind(1, row_of(n.session, rows)).bind(2, e->kind);
+        ev.bind(3, static_cast<int64_t>(e->t_ns)).bind(4, e->detail);
+        ev.step();
+    } else {
+        extracts.push_back(std::get<ExtractRequest>(n.body));
+    }
+}
+
+// One SQLite transaction: the records and notes in their order, then the
+// sessions' counters.  Nothing is taken off w unless it commits.
+bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string& err) {
+    std::vector<int64_t> rows;
+    std::map<uint32_t, SessionCounters> counters; // changed since the last commit
+    {
+        std::lock_guard lk(mu_);
+        rows = rows_;
+        for (uint32_t s : dirty_)
+            counters[s] = counters_[s];
+        dirty_.clear();
+    }
+    std::map<uint32_t, uint64_t> per_session;
     try {
         db_.exec("BEGIN IMMEDIATE");
         Stmt ins(db_.get(),
                  "INSERT INTO transactions (session_id, domid, vcpu, rip, port, size, dir,"
                  " value, t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns, status)"
                  " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)");
-        std::vector<std::pair<int64_t, int64_t>> per_session;
-        for (auto& r : batch) {
-            ins.bind(1, r.session_id).bind(2, r.domid).bind(3, r.vcpu);
-            ins.bind(4, static_cast<int64_t>(r.rip)).bind(5, r.port).bind(6, r.size);
-            ins.bind(7, dir_name(r.dir)).bind(8, r.value);
-            ins.bind(9, static_cast<int64_t>(r.t_trap_ns));
-            ins.bind(10, static_cast<int64_t>(r.t_bus_begin_ns));
-            ins.bind(11, static_cast<int64_t>(r.t_bus_end_ns));
-            ins.bind(12, static_cast<int64_t>(r.t_resume_ns));
-            ins.bind(13, status_name(r.status));
-            ins.step();
-            ins.reset();
-            if (per_session.empty() || per_session.back().first != r.session_id)
-                per_session.push_back({r.session_id, 0});
-            per_session.back().second++;
+        size_t next = 0;
+        auto insert_to = [&](size_t end) {
+            for (; next < end; next++) {
+                const Record& r = w.records[next];
+                uint32_t ord = static_cast<uint32_t>(r.session_id);
+                ins.bind(1, row_of(ord, rows)).bind(2, r.domid).bind(3, r.vcpu);
+                ins.bind(4, static_cast<int64_t>(r.rip)).bind(5, r.port).bind(6, r.size);
+                ins.bind(7, dir_name(r.dir)).bind(8, r.value);
+                ins.bind(9, static_cast<int64_t>(r.t_trap_ns));
+                bind_ns(ins, 10, r.t_bus_begin_ns);
+                bind_ns(ins, 11, r.t_bus_end_ns);
+                ins.bind(12, static_cast<int64_t>(r.t_resume_ns));
+                ins.bind(13, status_name(r.status));
+                ins.step();
+                ins.reset();
+                per_session[ord]++;
+            }
+        };
+        for (auto& [at, note] : w.notes) {
+            insert_to(at);
+            apply_note(note, rows, extracts);
         }
-        Stmt upd(db_.get(), "UPDATE sessions SET recorded = recorded + ?, dropped = ? WHERE id = ?");
-        for (auto& [sid, n] : per_session) {
-            upd.bind(1, n).bind(2, static_cast<int64_t>(dropped_.load())).bind(3, sid);
+        insert_to(w.records.size());
+
+        Stmt rec(db_.get(), "UPDATE sessions SET recorded = recorded + ?2 WHERE id = ?1");
+        for (auto& [ord, n] : per_session) {
+            rec.bind(1, row_of(ord, rows)).bind(2, static_cast<int64_t>(n));
+            rec.step();
+            rec.reset();
+        }
+        Stmt upd(db_.get(),
+                 "UPDATE sessions SET state = ?3, started_ns = ?4,"
+                 " stopped_ns = ?5, timeouts = ?6, unrecorded = ?7, dropped = ?8,"
+                 " notes_dropped = ?9, owner = CASE WHEN ?3 = 'stopped' THEN NULL ELSE owner END"
+                 " WHERE id = ?1");
+        for (auto& [ord, c] : counters) {
+            if (ord >= rows.size() || !rows[ord]) {
+                std::lock_guard lk(mu_);
+                dirty_.insert(ord); // its row comes with a later note
+                continue;
+            }
+            upd.bind(1, rows[ord]);
+            upd.bind(3, c.state);
+            bind_ns(upd, 4, c.started_ns);
+            bind_ns(upd, 5, c.stopped_ns);
+            upd.bind(6, static_cast<int64_t>(c.timeouts)).bind(7, static_cast<int64_t>(c.unrecorded));
+            upd.bind(8, static_cast<int64_t>(c.dropped));
+            upd.bind(9, static_cast<int64_t>(c.notes_dropped));
             upd.step();
             upd.reset();
         }
-        Stmt mk(db_.get(), "INSERT INTO markers (session_id, kind, vcpu, port_first, port_last,"
-                           " t_ns) VALUES (?,?,?,?,?,?)");
-        for (auto& m : markers) {
-            mk.bind(1, m.session_id).bind(2, m.kind);
-            m.vcpu < 0 ? mk.bind_null(3) : mk.bind(3, m.vcpu);
-            m.port_first < 0 ? mk.bind_null(4) : mk.bind(4, m.port_first);
-            m.port_last < 0 ? mk.bind_null(5) : mk.bind(5, m.port_last);
-            mk.bind(6, static_cast<int64_t>(m.t_ns));
-            mk.step();
-            mk.reset();
-        }
-        Stmt ev(db_.get(), "INSERT INTO events (session_id, kind, t_ns, detail) VALUES (?,?,?,?)");
-        for (auto& e : events) {
-            ev.bind(1, e.session_id).bind(2, e.kind).bind(3, static_cast<int64_t>(e.t_ns));
-            ev.bind(4, e.detail);
-            ev.step();
-            ev.reset();
-        }
         db_.exec("COMMIT");
-        last_error_.clear();
-        return true;
     } catch (const std::exception& e) {
-        // Keep the batch: a full disk must not lose what was recorded.
+        // Keep the work: a full disk or a busy DB must not lose what was
+        // recorded, and the next try writes all of it.
         sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
-        if (last_error_ != e.what())
-            std::fprintf(stderr, "busprof: error: writing %s: %s (retrying)\n", path_.c_str(),
-                         e.what());
-        last_error_ = e.what();
+        extracts.clear();
+        std::lock_guard lk(mu_);
+        for (auto& [ord, c] : counters)
+            dirty_.insert(ord);
+        err = e.what();
         return false;
     }
+    {
+        std::lock_guard lk(mu_);
+        rows_ = std::move(rows);
+        for (auto& [ord, n] : per_session)
+            committed_by_session_[ord] += n;
+        notes_done_ += w.notes.size();
+        last_error_.clear();
+    }
+    committed_ += w.records.size();
+    return true;
+}
+
+void Writer::answer(const ExtractRequest& r, bool db_ok) {
+    ExtractResult res;
+    const xen_busprof_ctrl_msg& m = r.msg;
+    if (!db_ok) {
+        res.status = -EIO;
+    } else {
+        try {
+            int64_t session;
+            {
+                std::lock_guard lk(mu_);
+                session = row_of(r.session, rows_);
+            }
+            int64_t snapshot = static_cast<int64_t>(m.snapshot);
+            if (!snapshot) {
+                Stmt s(db_.get(), "SELECT COALESCE(MAX(id), 0) FROM transactions"
+                                  " WHERE session_id = ?");
+                s.bind(1, session);
+                s.step();
+                snapshot = sqlite3_column_int64(s.get(), 0);
+            }
+            const char* where = " FROM transactions WHERE session_id = ?1 AND domid = ?2"
+                                " AND port BETWEEN ?3 AND ?4 AND id <= ?5";
+            Stmt c(db_.get(), std::string("SELECT count(*)") + where);
+            c.bind(1, session).bind(2, r.domid).bind(3, m.first).bind(4, m.last);
+            c.bind(5, snapshot);
+            c.step();
+            res.total = static_cast<uint64_t>(sqlite3_column_int64(c.get(), 0));
+            res.snapshot = static_cast<uint64_t>(snapshot);
+            Stmt q(db_.get(),
+                   std::string("SELECT id, rip, t_trap_ns, t_bus_begin_ns, t_bus_end_ns,"
+                               " t_resume_ns, value, port, vcpu, size, dir, status") +
+                       where + " ORDER BY id LIMIT ?6 OFFSET ?7");
+            q.bind(1, session).bind(2, r.domid).bind(3, m.first).bind(4, m.last);
+            q.bind(5, snapshot).bind(6, m.nr).bind(7, static_cast<int64_t>(m.offset));
+            while (q.step()) {
+                xen_busprof_record x{};
+                auto col = [&](int i) { return sqlite3_column_int64(q.get(), i); };
+                x.id = col(0);
+                x.rip = col(1);
+                x.t_trap_ns = col(2);
+                x.t_bus_begin_ns = col(3); // NULL (no bus access) reads 0
+                x.t_bus_end_ns = col(4);
+                x.t_resume_ns = col(5);
+                x.value = static_cast<uint32_t>(col(6));
+                x.port = static_cast<uint16_t>(col(7));
+                x.vcpu = static_cast<uint16_t>(col(8));
+                x.size = static_cast<uint8_t>(col(9));
+                x.dir = dir_from_name(reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 10)));
+                x.status = status_from_name(
+                    reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 11)));
+                res.records.push_back(x);
+            }
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "busprof: error: extract query: %s\n", e.what());
+            res = {};
+            res.status = -EIO;
+        }
+    }
+    if (extract_reply_)
+        extract_reply_(r, res);
 }
 
 void Writer::run() {
-    constexpr size_t kBatch = 4096;
-    std::vector<Record> batch;
-    std::vector<Marker> markers;
-    std::vector<Event> events;
-    batch.reserve(kBatch);
+    Work w;
+    std::vector<ExtractRequest> extracts;
+    std::string err;
+    uint64_t failing_since = 0, failures = 0;
     for (;;) {
-        while (batch.size() < kBatch) {
-            auto r = queue_.try_pop();
-            if (!r)
-                break;
-            batch.push_back(*r);
-        }
-        {
+        if (w.empty())
+            gather(w);
+        if (w.empty()) {
             std::unique_lock lk(mu_);
-            for (auto& m : markers_)
-                markers.push_back(std::move(m));
-            markers_.clear();
-            for (auto& e : events_)
-                events.push_back(std::move(e));
-            events_.clear();
-            if (!batch.empty() || !markers.empty() || !events.empty()) {
-                if (commit_batch(batch, markers, events)) {
-                    committed_ += batch.size();
-                    batch.clear();
-                    markers.clear();
-                    events.clear();
-                    cv_.notify_all();
-                } else {
-                    cv_.wait_for(lk, std::chrono::milliseconds(100));
-                }
+            if (dirty_.empty()) {
+                if (stop_ && notes_.empty() && queue_.size() == 0)
+                    return;
+                cv_.notify_all();
+                cv_.wait_for(lk, std::chrono::milliseconds(5));
                 continue;
             }
-            if (stop_)
-                return;
-            cv_.notify_all();
-            cv_.wait_for(lk, std::chrono::milliseconds(5));
+            // Only counters changed: they are written too.
         }
+        extracts.clear();
+        if (commit(w, extracts, err)) {
+            for (auto& r : extracts)
+                answer(r, true);
+            if (failing_since) {
+                // Space is back (or the lock went): say what happened, in the DB.
+                std::string what = "the trace DB could not be written for " +
+                                   std::to_string((now_ns() - failing_since) / 1000000) +
+                                   " ms (" + std::to_string(failures) + " tries): " + err +
+                                   "; see sessions.dropped for records lost meanwhile";
+                std::fprintf(stderr, "busprof: %s\n", what.c_str());
+                try {
+                    std::lock_guard lk(mu_);
+                    if (!rows_.empty() && rows_.back()) {
+                        Stmt ev(db_.get(), "INSERT INTO events (session_id, kind, t_ns, detail)"
+                                           " VALUES (?, 'storage', ?, ?)");
+                        ev.bind(1, rows_.back()).bind(2, static_cast<int64_t>(failing_since));
+                        ev.bind(3, what);
+                        ev.step();
+                    }
+                } catch (const std::exception&) {
+                }
+                failing_since = failures = 0;
+            }
+            w = Work{};
+            cv_.notify_all();
+            continue;
+        }
+        // Extract requests among the failed work get an error now rather
+        // than an answer that misses records.
+        for (auto it = w.notes.begin(); it != w.notes.end();) {
+            if (auto* r = std::get_if<ExtractRequest>(&it->second.body)) {
+                answer(*r, false);
+                it = w.notes.erase(it);
+                std::lock_guard lk(mu_);
+                notes_done_++;
+            } else {
+                ++it;
+            }
+        }
+        uint64_t now = now_ns();
+        if (!failing_since) {
+            failing_since = now;
+            std::fprintf(stderr, "busprof: error: writing %s: %s (retrying; the guest is served"
+                                 " meanwhile, records beyond the queue are counted as dropped)\n",
+                         path_.c_str(), err.c_str());
+        }
+        failures++;
+        std::unique_lock lk(mu_);
+        last_error_ = err;
+        if (stop_ && now - failing_since >= static_cast<uint64_t>(deadline_ms_) * 1000000ull) {
+            lost_ = w.records.size() + w.notes.size() + queue_.size() + notes_.size();
+            return;
+        }
+        cv_.notify_all();
+        cv_.wait_for(lk, std::chrono::milliseconds(100));
     }
 }
 

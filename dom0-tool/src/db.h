@@ -7,12 +7,17 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
 #include <cstdint>
 #include <mutex>
+#include <set>
 #include <sqlite3.h>
 #include <string>
 #include <utility>
 #include <thread>
+#include <variant>
 #include <vector>
 
 namespace busprof {
@@ -61,45 +66,114 @@ struct SessionRow {
     uint64_t created_ns;
 };
 
+// What the daemon knows of a session at a moment: the latest one written wins.
+struct SessionCounters {
+    std::string state;
+    uint64_t started_ns = 0, stopped_ns = 0; // 0: not yet
+    uint64_t timeouts = 0, unrecorded = 0;
+    uint64_t dropped = 0;       // records the queue refused
+    uint64_t notes_dropped = 0; // guest markers and events refused
+};
+
+// A guest's extract request, to be answered once everything the daemon
+// queued before it is committed.
+struct ExtractRequest {
+    uint32_t session; // ordinal, see Writer::begin_session
+    uint16_t domid;
+    xen_busprof_ctrl_msg msg;
+};
+
+struct ExtractResult {
+    int status = 0; // 0 or -errno for the guest
+    uint64_t total = 0, snapshot = 0;
+    std::vector<xen_busprof_record> records;
+};
+
+// The writer thread owns the trace DB's connection.  One producer (the
+// daemon's ioreq thread) hands it records through a lock-free queue and
+// everything else (session rows, markers, events, extract requests) as
+// notes through a small bounded queue; a note keeps its place among the
+// records.  The producer never waits: no SQL and no lock held across I/O
+// on its side.  Records and notes name their session by an ordinal that
+// the writer maps to the row it creates.
 class Writer {
   public:
-    Writer(const std::string& path, size_t queue_capacity);
-    ~Writer(); // flushes everything queued, then stops
+    using ExtractReply = std::function<void(const ExtractRequest&, ExtractResult&)>;
+
+    Writer(const std::string& path, size_t queue_capacity, size_t note_capacity = 4096);
+    ~Writer(); // close(10000)
     Writer(const Writer&) = delete;
 
-    int64_t create_session(const SessionRow& s);
-    void update_session(int64_t id, const std::string& state, uint64_t started_ns,
-                        uint64_t stopped_ns, uint64_t timeouts, uint64_t unrecorded);
+    // Producer side (one thread).
+    uint32_t begin_session(const SessionRow& s);        // never refused
+    void set_counters(uint32_t session, const SessionCounters& c);
+    bool push(const Record& r);                          // false if full
+    bool add_marker(Marker m, bool from_guest = false);  // a guest's may be refused
+    bool add_event(Event e, bool from_guest = false);
+    void request_extract(const ExtractRequest& r);       // never refused
+    void on_extract(ExtractReply f) { extract_reply_ = std::move(f); } // before any request
 
-    // Hot path: never blocks.  false (and counted) if the queue is full.
-    bool push(const Record& r);
-    void add_marker(Marker m);
-    void add_event(Event e);
-
-    // Waits until everything pushed so far is committed; false if that
-    // did not happen within timeout_ms (e.g. the disk is full).
+    // Any thread.  Waits until everything queued before the call is
+    // committed; false if that did not happen within timeout_ms.
     bool flush(int timeout_ms = 10000);
-
-    uint64_t dropped() const { return dropped_.load(); }
+    // The row of a session, once created; 0 if not within timeout_ms.
+    int64_t session_row(uint32_t session, int timeout_ms);
+    // Transactions of a session committed so far.
+    uint64_t committed(uint32_t session) const;
     uint64_t committed() const { return committed_.load(); }
-    const std::string& last_error() const { return last_error_; }
+    std::string last_error() const;
     const std::string& path() const { return path_; }
 
+    // Stops the thread after it committed everything queued, or gave up
+    // deadline_ms after the first failed try.  Returns the number of
+    // records and notes it could not write (0: nothing lost).
+    uint64_t close(int deadline_ms);
+
   private:
+    struct Note {
+        uint64_t after; // records pushed before it
+        std::variant<SessionRow, Marker, Event, ExtractRequest> body;
+        uint32_t session; // for SessionRow: the ordinal it creates
+    };
+    struct Work {
+        std::vector<Record> records;
+        std::vector<std::pair<size_t, Note>> notes; // (records before it, note)
+        bool empty() const { return records.empty() && notes.empty(); }
+    };
+
+    bool enqueue(Note n, bool droppable);
     void run();
-    bool commit_batch(std::vector<Record>& batch, std::vector<Marker>& markers,
-                      std::vector<Event>& events);
+    void gather(Work& w);
+    bool commit(Work& w, std::vector<ExtractRequest>& extracts, std::string& err);
+    void apply_note(Note& n, std::vector<int64_t>& rows, std::vector<ExtractRequest>& extracts);
+    void answer(const ExtractRequest& r, bool db_ok);
+    int64_t row_of(uint32_t session, const std::vector<int64_t>& rows) const;
+    void abort_orphans();
 
     std::string path_;
     Db db_;
     SpscQueue<Record> queue_;
-    std::mutex mu_; // markers_, events_, session counters, cv
+    size_t note_capacity_;
+    ExtractReply extract_reply_;
+
+    std::atomic<uint64_t> pushed_{0}; // written by the producer only
+    uint32_t sessions_ = 0;           // producer only
+    uint64_t popped_ = 0;             // writer only
+
+    mutable std::mutex mu_; // everything below; never held across SQL
     std::condition_variable cv_;
-    std::vector<Marker> markers_;
-    std::vector<Event> events_;
-    std::atomic<uint64_t> pushed_{0}, committed_{0}, dropped_{0};
-    std::atomic<bool> stop_{false};
+    std::deque<Note> notes_;
+    std::map<uint32_t, SessionCounters> counters_; // latest per session
+    std::set<uint32_t> dirty_;                     // changed since written
+    std::vector<int64_t> rows_;                    // session ordinal -> row id
+    std::vector<uint64_t> committed_by_session_;
+    uint64_t notes_in_ = 0, notes_done_ = 0;
     std::string last_error_;
+    bool stop_ = false;
+    int deadline_ms_ = 0;
+    uint64_t lost_ = 0;
+
+    std::atomic<uint64_t> committed_{0};
     std::thread thread_;
 };
 

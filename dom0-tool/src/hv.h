@@ -31,10 +31,11 @@ class Channel {
     unsigned nr_vcpus = 0;
 
     struct Ev {
-        bool ctrl;     // control ring has messages
-        unsigned vcpu; // else: this vCPU's ioreq is ready
+        enum Kind { ring, ioreq, gone } kind; // ring has messages / vCPU's ioreq / hypervisor went away
+        unsigned vcpu;                       // for vcpu
     };
-    // Waits up to timeout_ms for events, or until wake_fd is readable.
+    // Waits up to timeout_ms for events, or until wake_fd is readable;
+    // appends what happened to out.
     virtual void wait(int timeout_ms, int wake_fd, std::vector<Ev>& out) = 0;
     // Tells vCPU v its ioreq is answered.
     virtual void notify_vcpu(unsigned v) = 0;

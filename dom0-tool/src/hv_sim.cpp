@@ -51,6 +51,8 @@ class SimConn {
         std::memcpy(&m, buf.data(), sizeof(m));
     }
 
+    int fd() const { return sock_.get(); }
+
   private:
     std::string path_;
     FD sock_;
@@ -94,23 +96,29 @@ class SimChannel : public Channel {
     bool attached_ = false;
 
     void wait(int timeout_ms, int wake_fd, std::vector<Ev>& out) override {
-        std::vector<pollfd> p;
-        p.push_back({ctrl_.get(), POLLIN, 0});
-        for (auto& f : to_dm_)
-            p.push_back({f.get(), POLLIN, 0});
-        p.push_back({wake_fd, POLLIN, 0});
-        if (::poll(p.data(), p.size(), timeout_ms) <= 0)
+        // The connection to the simulator is watched for its end only
+        // (events 0: POLLHUP/POLLERR); replies are read by call().
+        if (poll_.empty()) {
+            poll_.push_back({ctrl_.get(), POLLIN, 0});
+            for (auto& f : to_dm_)
+                poll_.push_back({f.get(), POLLIN, 0});
+            poll_.push_back({wake_fd, POLLIN, 0});
+            poll_.push_back({conn_->fd(), 0, 0});
+        }
+        if (::poll(poll_.data(), poll_.size(), timeout_ms) <= 0)
             return;
         uint64_t cnt;
-        if (p[0].revents & POLLIN) {
+        if (poll_[0].revents & POLLIN) {
             (void)!::read(ctrl_.get(), &cnt, sizeof(cnt));
-            out.push_back({true, 0});
+            out.push_back({Ev::ring, 0});
         }
         for (unsigned v = 0; v < to_dm_.size(); v++)
-            if (p[v + 1].revents & POLLIN) {
+            if (poll_[v + 1].revents & POLLIN) {
                 (void)!::read(to_dm_[v].get(), &cnt, sizeof(cnt));
-                out.push_back({false, v});
+                out.push_back({Ev::ioreq, v});
             }
+        if (poll_.back().revents)
+            out.push_back({Ev::gone, 0});
     }
 
     void notify_vcpu(unsigned v) override {
@@ -120,6 +128,7 @@ class SimChannel : public Channel {
 
     std::shared_ptr<SimConn> conn_;
     uint16_t domid_;
+    std::vector<pollfd> poll_;
     FD ioreq_fd_, page_fd_, ctrl_;
     std::vector<FD> to_dm_, from_dm_;
 };

@@ -174,7 +174,7 @@ class XenChannel : public Channel {
             vcpu_ports_.emplace_back(evtchn_.get(), domid_, remote,
                                      dom + ": binding the ioreq event channel " +
                                          std::to_string(remote) + " of vCPU " + std::to_string(v));
-            events_[vcpu_ports_.back().local()] = {false, v};
+            events_[vcpu_ports_.back().local()] = {Ev::ioreq, v};
         }
 
         xen_busprof_attach a{};
@@ -204,7 +204,7 @@ class XenChannel : public Channel {
         ctrl_port_ = EvtchnBinding(evtchn_.get(), domid_, a.ctrl_port,
                                    dom + ": binding the busprof control event channel " +
                                        std::to_string(a.ctrl_port));
-        events_[ctrl_port_.local()] = {true, 0};
+        events_[ctrl_port_.local()] = {Ev::ring, 0};
     }
 
     void wait(int timeout_ms, int wake_fd, std::vector<Ev>& out) override {

@@ -11,6 +11,7 @@ extern "C" {
 namespace busprof {
 
 // One transaction on its way to the DB (columns of table transactions).
+// session_id is the daemon's session ordinal until the writer stores it.
 struct Record {
     int64_t session_id;
     uint16_t domid;
@@ -21,7 +22,7 @@ struct Record {
     uint8_t status; // XEN_BUSPROF_STATUS_*
     uint32_t value;
     uint64_t rip;
-    uint64_t t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns;
+    uint64_t t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns; // t_bus_*: 0 if no bus access
 };
 
 // Column text of transactions.dir / .status <-> XEN_BUSPROF_DIR_* / _STATUS_*.
@@ -44,6 +45,7 @@ struct Marker {
     int vcpu; // -1: none
     int port_first, port_last; // -1: none
     uint64_t t_ns;
+    std::string cause; // start/stop/pause/resume: what made it; empty: none
 };
 
 struct Event {

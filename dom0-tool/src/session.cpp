@@ -53,13 +53,15 @@ std::string Triggers::start_text() const {
 }
 
 std::string Triggers::stop_text() const {
+    std::string s;
+    auto add = [&s](const std::string& t) { s += (s.empty() ? "" : ",") + t; };
     if (stop_after_records)
-        return "records:" + std::to_string(stop_after_records);
+        add("records:" + std::to_string(stop_after_records));
     if (duration_ns)
-        return "duration:" + std::to_string(duration_ns);
+        add("duration:" + std::to_string(duration_ns));
     if (stop_on_stop_trap)
-        return "stop_trap";
-    return "manual";
+        add("stop_trap");
+    return s.empty() ? "manual" : s;
 }
 
 bool Session::go(SessionAction a, uint64_t now) {
@@ -101,12 +103,13 @@ bool Session::on_last_stop_trap(uint64_t now) {
     return go(SessionAction::stop, now);
 }
 
+// Called before the access is recorded or not: with start_after N, the
+// first N accesses go unrecorded and access N + 1 is the first recorded.
 bool Session::on_access(uint64_t now) {
+    bool start = state_ == SessionState::configured && triggers_.start_after_accesses &&
+                 accesses_ >= triggers_.start_after_accesses && !triggers_.manual_start;
     accesses_++;
-    if (state_ == SessionState::configured && triggers_.start_after_accesses &&
-        accesses_ >= triggers_.start_after_accesses && !triggers_.manual_start)
-        return go(SessionAction::start, now);
-    return false;
+    return start && go(SessionAction::start, now);
 }
 
 bool Session::on_recorded(uint64_t now) {

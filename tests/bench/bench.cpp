@@ -14,9 +14,9 @@
 
 using namespace busprof;
 
-static Record rec(int i) {
+static Record rec(int i, int64_t session = 1) {
     Record r{};
-    r.session_id = 1;
+    r.session_id = session;
     r.domid = 1;
     r.port = static_cast<uint16_t>(0x3f8 + (i & 7));
     r.size = 1;
@@ -64,10 +64,10 @@ int main(int argc, char** argv) {
     {
         Writer w(w_db, 1 << 16);
         SessionRow s{1, "b", "sim", "sim", "profiling", "x", "x", 0};
-        w.create_session(s);
+        uint32_t ord = w.begin_session(s);
         t0 = now_ns();
         for (int i = 0; i < n; i++)
-            while (!w.push(rec(i)))
+            while (!w.push(rec(i, ord)))
                 std::this_thread::yield();
         w.flush(60000);
         writer_ns = (now_ns() - t0) / static_cast<uint64_t>(n);

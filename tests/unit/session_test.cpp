@@ -190,18 +190,22 @@ TEST(SessionTriggers, ManualStartIgnoresStartTrapAndAccesses) {
     EXPECT_EQ(x.started_ns(), 300u);
 }
 
-TEST(SessionTriggers, StartAfterNAccessesStartsOnTheNth) {
+// The first N accesses go unrecorded: on_access of access N + 1 starts it
+// (the daemon records an access when recording() holds after on_access).
+TEST(SessionTriggers, StartAfterNAccessesStartsWithAccessNPlusOne) {
     Triggers t;
     t.start_after_accesses = 3;
     Session x(t);
     EXPECT_FALSE(x.on_start_trap(10)); // start_trap alone does not start it
     EXPECT_FALSE(x.on_access(11));
     EXPECT_FALSE(x.on_access(12));
+    EXPECT_FALSE(x.on_access(13));
+    EXPECT_FALSE(x.recording());
     EXPECT_EQ(x.state(), S::configured);
-    EXPECT_TRUE(x.on_access(13));
-    EXPECT_EQ(x.state(), S::profiling);
-    EXPECT_EQ(x.started_ns(), 13u);
-    EXPECT_FALSE(x.on_access(14));
+    EXPECT_TRUE(x.on_access(14));
+    EXPECT_TRUE(x.recording());
+    EXPECT_EQ(x.started_ns(), 14u);
+    EXPECT_FALSE(x.on_access(15));
 }
 
 TEST(SessionTriggers, RearmRestartsTheAccessCount) {
@@ -209,11 +213,13 @@ TEST(SessionTriggers, RearmRestartsTheAccessCount) {
     t.start_after_accesses = 2;
     Session x(t);
     x.on_access(1);
-    ASSERT_TRUE(x.on_access(2));
+    x.on_access(2);
+    ASSERT_TRUE(x.on_access(3));
     x.apply(A::stop, 3);
     x.apply(A::rearm, 4);
     EXPECT_FALSE(x.on_access(5));
-    EXPECT_TRUE(x.on_access(6));
+    EXPECT_FALSE(x.on_access(6));
+    EXPECT_TRUE(x.on_access(7));
 }
 
 TEST(SessionTriggers, StopOnStopTrapStopsALiveSession) {
@@ -304,7 +310,10 @@ TEST(SessionTriggers, TextDescribesTheStopTrigger) {
     t.stop_on_stop_trap = true;
     EXPECT_EQ(t.stop_text(), "stop_trap");
     t.duration_ns = 5000000;
-    EXPECT_EQ(t.stop_text(), "duration:5000000");
+    EXPECT_EQ(t.stop_text(), "duration:5000000,stop_trap");
+    t.stop_after_records = 7;
+    EXPECT_EQ(t.stop_text(), "records:7,duration:5000000,stop_trap");
+    t = {};
     t.stop_after_records = 7;
     EXPECT_EQ(t.stop_text(), "records:7");
 }

@@ -1,0 +1,124 @@
+#include "control_server.h"
+
+#include "clock.h"
+#include "error.h"
+#include "seqpacket.h"
+
+#include <cstring>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <vector>
+
+namespace busprof {
+
+bool control_peer_allowed(int fd) {
+    ucred cr{};
+    socklen_t len = sizeof(cr);
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0)
+        return false;
+    return cr.uid == 0 || cr.uid == ::geteuid();
+}
+
+ControlServer::ControlServer(const std::string& path, Handler handler, int client_deadline_ms)
+    : path_(path), handler_(std::move(handler)), deadline_ms_(client_deadline_ms) {
+    try {
+        listen_ = unix_listen(path_, SOCK_STREAM);
+    } catch (const SystemError& e) {
+        throw UserError("cannot listen on " + path_ + ": " + std::strerror(e.err()),
+                        "does its directory exist? choose another with --socket");
+    }
+    wake_ = FD(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!wake_)
+        throw_errno("eventfd");
+    thread_ = std::thread([this] { run(); });
+}
+
+ControlServer::~ControlServer() {
+    stop_ = true;
+    uint64_t one = 1;
+    (void)!::write(wake_.get(), &one, sizeof(one));
+    thread_.join();
+    ::unlink(path_.c_str());
+}
+
+namespace {
+
+struct Client {
+    FD fd;
+    std::string line;
+    uint64_t deadline;
+};
+
+void reply(int fd, const std::string& s) {
+    // MSG_NOSIGNAL: a client that left must not kill the daemon (SIGPIPE).
+    size_t off = 0;
+    while (off < s.size()) {
+        ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n <= 0)
+            return;
+        off += static_cast<size_t>(n);
+    }
+}
+
+} // namespace
+
+void ControlServer::run() {
+    std::vector<Client> clients;
+    while (!stop_) {
+        std::vector<pollfd> p;
+        p.push_back({wake_.get(), POLLIN, 0});
+        p.push_back({listen_.get(), static_cast<short>(clients.size() < kMaxClients ? POLLIN : 0), 0});
+        for (auto& c : clients)
+            p.push_back({c.fd.get(), POLLIN, 0});
+        int n = ::poll(p.data(), p.size(), 200);
+        if (n < 0)
+            continue;
+        uint64_t now = now_ns();
+        // Read what each client sent; a complete line is answered at once.
+        for (size_t i = 0; i < clients.size(); i++) {
+            Client& c = clients[i];
+            bool done = false;
+            if (p[i + 2].revents & (POLLIN | POLLHUP | POLLERR)) {
+                char buf[kMaxLine];
+                ssize_t k = ::recv(c.fd.get(), buf, sizeof(buf), MSG_DONTWAIT);
+                if (k <= 0 && !(k < 0 && (errno == EAGAIN || errno == EINTR))) {
+                    done = true; // left before sending a whole line
+                } else if (k > 0) {
+                    c.line.append(buf, static_cast<size_t>(k));
+                    auto nl = c.line.find('\n');
+                    if (nl != std::string::npos) {
+                        c.line.resize(nl);
+                        reply(c.fd.get(), handler_(c.line));
+                        done = true;
+                    } else if (c.line.size() >= kMaxLine) {
+                        reply(c.fd.get(), "ERR request longer than " + std::to_string(kMaxLine) +
+                                              " bytes\n");
+                        done = true;
+                    }
+                }
+            }
+            if (!done && now >= c.deadline) {
+                reply(c.fd.get(), "ERR no complete request within " +
+                                      std::to_string(deadline_ms_) + " ms\n");
+                done = true;
+            }
+            if (done)
+                c.fd.reset();
+        }
+        std::erase_if(clients, [](const Client& c) { return !c.fd; });
+        if (p[1].revents & POLLIN) {
+            FD c(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+            if (c) {
+                if (!control_peer_allowed(c.get()))
+                    reply(c.get(), "ERR permission denied: only root or the daemon's user may"
+                                   " control it\n");
+                else
+                    clients.push_back({std::move(c), {},
+                                       now_ns() + static_cast<uint64_t>(deadline_ms_) * 1000000ull});
+            }
+        }
+    }
+}
+
+} // namespace busprof
