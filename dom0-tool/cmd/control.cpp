@@ -1,4 +1,4 @@
-// busprof pause|resume|stop|rearm|status: talk to a running daemon.
+// busprof pause|resume|stop|rearm|status|flush: talk to a running daemon.
 #include "cmd.h"
 #include "error.h"
 #include "seqpacket.h"
@@ -49,7 +49,8 @@ void setup_control(CLI::App& app, Globals& g, Runner& run) {
         {"resume", "resume recording, or start a session waiting for a manual start"},
         {"stop", "stop the session"},
         {"rearm", "start a new session with the same configuration after a stop"},
-        {"status", "show the daemon's current session"}};
+        {"status", "show the daemon's current session"},
+        {"flush", "wait until everything the daemon recorded so far is in the trace DB"}};
     for (auto& [name, help] : cmds) {
         auto* c = app.add_subcommand(name, help);
         c->add_option("--socket", g.socket, "control socket of the daemon");

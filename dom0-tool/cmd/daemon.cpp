@@ -53,9 +53,12 @@ void setup_daemon(CLI::App& app, Globals& g, Runner& run) {
                 sigwait(&set, &sig);
                 d.stop("signal");
             }).detach();
-            std::fprintf(stderr, "busprof: profiling domain %s (id %u), session %lld, DB %s\n",
+            // The guest is served from run() on: never wait long on the DB here.
+            int64_t sid = d.session_id(200);
+            std::fprintf(stderr, "busprof: profiling domain %s (id %u), session %s, DB %s\n",
                          d.domain().name.c_str(), d.domain().domid,
-                         static_cast<long long>(d.session_id()), cfg->db.c_str());
+                         sid ? std::to_string(sid).c_str() : "(its row waits for the DB)",
+                         cfg->db.c_str());
             return d.run();
         };
     });

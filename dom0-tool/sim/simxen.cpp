@@ -667,7 +667,11 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r) {
         if (dead || left <= 0 || stopping_) {
             // The profiler died or hung: complete the access as an
             // unclaimed port and drop the traps, never leave the vCPU stuck.
-            p->state = STATE_IOREQ_NONE;
+            // As Xen does, the slot stays with the profiler, which must
+            // see that the request was given up (the timeout message) and
+            // leave the bus alone; its late answer is ignored.
+            if (dead)
+                p->state = STATE_IOREQ_NONE;
             busprof_access_timeout(v, r.port);
             if (r.dir == XEN_BUSPROF_DIR_IN)
                 r.value = ones;

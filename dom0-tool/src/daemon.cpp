@@ -71,24 +71,31 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
     publish();
 }
 
-Daemon::~Daemon() {
+Daemon::~Daemon() { finish(); }
+
+// Ends the session, detaches and writes out everything queued; the number
+// of records and notes that could not be written (0: nothing lost).
+uint64_t Daemon::finish() {
     control_.reset(); // no more requests
     if (chan_) {
         finalize_all(true);
         end_session(stop_cause_.load());
         chan_.reset(); // detach before the last flush
     }
+    uint64_t lost = 0;
     if (writer_) {
-        uint64_t lost = writer_->close(5000);
+        lost = writer_->close(5000);
         if (lost)
             std::fprintf(stderr, "busprof: error: %llu records and notes could not be written to"
                                  " %s: %s\n",
                          static_cast<unsigned long long>(lost), cfg_.db.c_str(),
                          writer_->last_error().c_str());
+        writer_.reset();
     }
+    return lost;
 }
 
-int64_t Daemon::session_id() { return writer_->session_row(session_ord_, 10000); }
+int64_t Daemon::session_id(int wait_ms) { return writer_->session_row(session_ord_, wait_ms); }
 
 // Where the stamp clock's 0 lies on CLOCK_MONOTONIC: bracket a query that
 // reads it and keep the tightest of a few tries.  Xen stamps its system
@@ -193,7 +200,8 @@ int Daemon::run() {
     // Answer requests that raced with the end, then say how it went.
     serve_requests();
     bool failed_guest = detached_ && counters_.timeouts;
-    return failed_guest || gone_ ? EXIT_FAILURE : EXIT_SUCCESS;
+    bool lost = finish() != 0;
+    return failed_guest || gone_ || lost ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
 void Daemon::end_session(const char* cause) {
@@ -548,7 +556,7 @@ std::string Daemon::control(const std::string& line) {
     // The session's row id is the writer's to give.
     auto at = reply.find("{session}");
     if (at != std::string::npos)
-        reply.replace(at, 9, std::to_string(session_id()));
+        reply.replace(at, 9, std::to_string(session_id(2000)));
     return reply;
 }
 

@@ -55,8 +55,9 @@ class Daemon {
     // Any thread.  cause: the stop marker's cause.
     void stop(const char* cause = "signal");
 
-    // The session's row in the trace DB (waits for the writer to create it).
-    int64_t session_id();
+    // The session's row in the trace DB; waits up to wait_ms for the writer
+    // to create it, 0 if it has not.
+    int64_t session_id(int wait_ms);
     const DomainInfo& domain() const { return dom_; }
 
     // Control thread: one request line, its reply.
@@ -89,6 +90,7 @@ class Daemon {
     void serve_requests();
     std::string handle(const std::string& cmd);
     void end_session(const char* cause);
+    uint64_t finish();
     uint64_t stamp_ns(uint64_t tsc) const;
     uint64_t to_ns(uint64_t tsc) const;
     void calibrate_clock();

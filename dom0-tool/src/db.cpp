@@ -174,6 +174,8 @@ Writer::Writer(const std::string& path, size_t queue_capacity, size_t note_capac
 }
 
 Writer::~Writer() {
+    if (!thread_.joinable())
+        return; // closed, and the owner was told
     uint64_t lost = close(10000);
     if (lost)
         std::fprintf(stderr, "busprof: error: %llu records and notes could not be written to %s\n",

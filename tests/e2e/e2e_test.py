@@ -22,7 +22,8 @@ DOMAIN = "e2e-guest"
 class Rig:
     """A simulated Xen, optionally a daemon, in a private directory."""
 
-    def __init__(self, bindir, ioports="0x3f8-0x3ff,0x70-0x71,0x300-0x30f"):
+    def __init__(self, bindir, ioports="0x3f8-0x3ff,0x70-0x71,0x300-0x30f", vcpus=2,
+                 more_domains=()):
         self.bindir = bindir
         self.tmp = tempfile.TemporaryDirectory(prefix="busprof-e2e.")
         self.dir = self.tmp.name
@@ -30,8 +31,9 @@ class Rig:
         self.ctl_sock = os.path.join(self.dir, "busprof.sock")
         self.db = os.path.join(self.dir, "trace.db")
         self.procs = []
+        doms = [f"{DOMID}:{DOMAIN}:{ioports}:{vcpus}", *more_domains]
         self.sim = self.spawn([self.exe("dom0-tool/busprof-simxen"), "--socket", self.sim_sock,
-                               "--domain", f"{DOMID}:{DOMAIN}:{ioports}:2"])
+                               *[a for d in doms for a in ("--domain", d)]])
         self.wait_path(self.sim_sock, self.sim)
         self.daemon = None
 
@@ -62,19 +64,23 @@ class Rig:
     def policy(self, ranges):
         return self.busprof("policy", DOMAIN, "--allow", ranges, "--sim-socket", self.sim_sock)
 
-    def start_daemon(self, *extra):
-        self.daemon = self.spawn([self.exe("dom0-tool/busprof"), "daemon", DOMAIN, "--backend", "sim",
-                                  "--sim-socket", self.sim_sock, "--socket", self.ctl_sock,
-                                  "--db", self.db, *extra])
-        self.wait_path(self.ctl_sock, self.daemon, "daemon")
+    def start_daemon(self, *extra, domain=DOMAIN, ctl_sock=None):
+        ctl_sock = ctl_sock or self.ctl_sock
+        d = self.spawn([self.exe("dom0-tool/busprof"), "daemon", domain, "--backend", "sim",
+                        "--sim-socket", self.sim_sock, "--socket", ctl_sock,
+                        "--db", self.db, *extra])
+        self.wait_path(ctl_sock, d, "daemon")
+        if domain == DOMAIN:
+            self.daemon = d
+        return d
 
-    def guest(self, argv, timeout=60):
-        env = dict(os.environ, BUSPROF_SIM_SOCKET=self.sim_sock, BUSPROF_SIM_DOMID=str(DOMID))
+    def guest(self, argv, timeout=60, domid=DOMID):
+        env = dict(os.environ, BUSPROF_SIM_SOCKET=self.sim_sock, BUSPROF_SIM_DOMID=str(domid))
         return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout)
 
-    def guest_async(self, argv):
-        env = dict(os.environ, BUSPROF_SIM_SOCKET=self.sim_sock, BUSPROF_SIM_DOMID=str(DOMID))
-        return self.spawn(argv, env=env)
+    def guest_async(self, argv, domid=DOMID, **kw):
+        env = dict(os.environ, BUSPROF_SIM_SOCKET=self.sim_sock, BUSPROF_SIM_DOMID=str(domid))
+        return self.spawn(argv, env=env, **kw)
 
     def stop_daemon(self):
         self.daemon.send_signal(signal.SIGTERM)
