@@ -367,7 +367,10 @@ void Writer::apply_note(Note& n, std::vector<int64_t>& rows, std::vector<Extract
         ev.bind(3, static_cast<int64_t>(e->t_ns)).bind(4, e->detail);
         ev.step();
     } else {
+        // A new snapshot ends with the last record queued before the
+        // request, not with whatever the same commit wrote after it.
         extracts.push_back(std::get<ExtractRequest>(n.body));
+        extracts.back().upto = db_.scalar("SELECT COALESCE(MAX(id), 0) FROM transactions");
     }
 }
 
@@ -477,14 +480,7 @@ void Writer::answer(const ExtractRequest& r, bool db_ok) {
                 std::lock_guard lk(mu_);
                 session = row_of(r.session, rows_);
             }
-            int64_t snapshot = static_cast<int64_t>(m.snapshot);
-            if (!snapshot) {
-                Stmt s(db_.get(), "SELECT COALESCE(MAX(id), 0) FROM transactions"
-                                  " WHERE session_id = ?");
-                s.bind(1, session);
-                s.step();
-                snapshot = sqlite3_column_int64(s.get(), 0);
-            }
+            int64_t snapshot = m.snapshot ? static_cast<int64_t>(m.snapshot) : r.upto;
             const char* where = " FROM transactions WHERE session_id = ?1 AND domid = ?2"
                                 " AND port BETWEEN ?3 AND ?4 AND id <= ?5";
             Stmt c(db_.get(), std::string("SELECT count(*)") + where);

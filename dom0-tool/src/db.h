@@ -81,6 +81,7 @@ struct ExtractRequest {
     uint32_t session; // ordinal, see Writer::begin_session
     uint16_t domid;
     xen_busprof_ctrl_msg msg;
+    int64_t upto = 0; // writer: the last transaction id queued before it
 };
 
 struct ExtractResult {

@@ -1,0 +1,194 @@
+// The writer thread: order of notes among records, extract answers,
+// counters, storage failures, and sessions left behind.
+#include "db.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <future>
+#include <sqlite3.h>
+#include <unistd.h>
+
+namespace busprof {
+namespace {
+
+class WriterTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        dir_ = std::filesystem::temp_directory_path() /
+               ("busprof-writer-" + std::to_string(::getpid()) + "-" +
+                ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        std::filesystem::remove_all(dir_);
+        std::filesystem::create_directories(dir_);
+        db_ = (dir_ / "trace.db").string();
+    }
+    void TearDown() override { std::filesystem::remove_all(dir_); }
+
+    int64_t scalar(const std::string& sql) {
+        Db d = Db::open(db_, false);
+        return d.scalar(sql);
+    }
+
+    static SessionRow row(const char* state = "profiling") {
+        return {7, "guest", "sim", "sim", state, "start_trap", "manual", 1000};
+    }
+    static Record rec(uint32_t session, uint16_t port, uint32_t value) {
+        Record r{};
+        r.session_id = session;
+        r.domid = 7;
+        r.port = port;
+        r.size = 1;
+        r.dir = XEN_BUSPROF_DIR_OUT;
+        r.value = value;
+        r.t_trap_ns = 10;
+        r.t_bus_begin_ns = 20;
+        r.t_bus_end_ns = 30;
+        r.t_resume_ns = 40;
+        return r;
+    }
+    static ExtractRequest extract(uint32_t session, uint16_t first, uint16_t last) {
+        ExtractRequest x{session, 7, {}};
+        x.msg.first = first;
+        x.msg.last = last;
+        x.msg.nr = XEN_BUSPROF_EXTRACT_MAX;
+        return x;
+    }
+
+    std::filesystem::path dir_;
+    std::string db_;
+};
+
+// The answer to an extract holds exactly the records queued before it.
+TEST_F(WriterTest, ExtractSeesEveryRecordQueuedBeforeIt) {
+    Writer w(db_, 1024);
+    std::promise<ExtractResult> got;
+    w.on_extract([&](const ExtractRequest&, ExtractResult& r) { got.set_value(r); });
+    uint32_t s = w.begin_session(row());
+    for (uint32_t i = 0; i < 300; i++)
+        ASSERT_TRUE(w.push(rec(s, 0x3ff, i)));
+    w.request_extract(extract(s, 0x3f8, 0x3ff));
+    for (uint32_t i = 0; i < 50; i++)
+        ASSERT_TRUE(w.push(rec(s, 0x3ff, 1000 + i)));
+    auto f = got.get_future();
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    ExtractResult r = f.get();
+    EXPECT_EQ(r.status, 0);
+    EXPECT_EQ(r.total, 300u);
+    ASSERT_EQ(r.records.size(), 300u);
+    for (uint32_t i = 0; i < 300; i++)
+        EXPECT_EQ(r.records[i].value, i);
+    ASSERT_TRUE(w.flush());
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions"), 350);
+}
+
+// Records name their session by ordinal; each lands in its own row, and a
+// marker queued between two sessions' records goes with the first.
+TEST_F(WriterTest, RecordsAndMarkersLandInTheirSession) {
+    Writer w(db_, 1024);
+    uint32_t a = w.begin_session(row());
+    w.push(rec(a, 0x70, 1));
+    w.add_marker({a, "stop", -1, -1, -1, 50, "user"});
+    uint32_t b = w.begin_session(row("configured"));
+    w.push(rec(b, 0x71, 2));
+    w.push(rec(b, 0x71, 3));
+    ASSERT_TRUE(w.flush());
+    int64_t ra = w.session_row(a, 0), rb = w.session_row(b, 0);
+    EXPECT_NE(ra, rb);
+    EXPECT_EQ(w.committed(a), 1u);
+    EXPECT_EQ(w.committed(b), 2u);
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions WHERE session_id = " + std::to_string(rb)),
+              2);
+    EXPECT_EQ(scalar("SELECT session_id FROM markers WHERE kind = 'stop' AND cause = 'user'"), ra);
+    EXPECT_EQ(scalar("SELECT recorded FROM sessions WHERE id = " + std::to_string(ra)), 1);
+}
+
+TEST_F(WriterTest, CountersReachTheRowAndAStoppedSessionLosesItsOwner) {
+    Writer w(db_, 16);
+    uint32_t s = w.begin_session(row());
+    ASSERT_TRUE(w.flush());
+    int64_t id = w.session_row(s, 0);
+    EXPECT_EQ(scalar("SELECT owner IS NOT NULL FROM sessions WHERE id = " + std::to_string(id)), 1);
+    SessionCounters c{"stopped", 100, 200, 1, 2, 3, 4};
+    w.set_counters(s, c);
+    w.close(1000);
+    EXPECT_EQ(scalar("SELECT state = 'stopped' AND started_ns = 100 AND stopped_ns = 200 AND"
+                     " timeouts = 1 AND unrecorded = 2 AND dropped = 3 AND notes_dropped = 4"
+                     " AND owner IS NULL FROM sessions"),
+              1);
+}
+
+// Another connection holds the write lock: nothing the producer does
+// blocks, a guest's notes beyond the bound are refused (and counted by
+// the caller), and everything queued is written once the lock goes.
+TEST_F(WriterTest, ALockedDbBlocksNoProducerAndLosesNothing) {
+    Writer w(db_, 4096, 4);
+    uint32_t s = w.begin_session(row());
+    ASSERT_TRUE(w.flush());
+    sqlite3* other = nullptr;
+    ASSERT_EQ(sqlite3_open(db_.c_str(), &other), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+    auto t0 = std::chrono::steady_clock::now();
+    for (uint32_t i = 0; i < 1000; i++)
+        ASSERT_TRUE(w.push(rec(s, 0x3ff, i)));
+    int refused = 0;
+    for (int i = 0; i < 10; i++)
+        refused += !w.add_marker({s, "start_trap", 0, 0x3f8, 0x3ff, 60, {}}, true);
+    EXPECT_TRUE(w.add_marker({s, "pause", -1, -1, -1, 70, "user"})); // dom0's: never refused
+    auto took = std::chrono::steady_clock::now() - t0;
+    EXPECT_LT(took, std::chrono::milliseconds(100));
+    EXPECT_GE(refused, 5); // at most 4 queued; the writer may hold one batch
+    EXPECT_FALSE(w.flush(300));
+    sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr);
+    sqlite3_close(other);
+    ASSERT_TRUE(w.flush());
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions"), 1000);
+    EXPECT_EQ(scalar("SELECT count(*) FROM markers"), 10 - refused + 1);
+    EXPECT_EQ(w.close(1000), 0u);
+}
+
+// Storage that never comes back: close() gives up after its deadline and
+// says how much it could not write.
+TEST_F(WriterTest, CloseGivesUpOnStorageThatNeverReturns) {
+    auto w = std::make_unique<Writer>(db_, 4096);
+    uint32_t s = w->begin_session(row());
+    ASSERT_TRUE(w->flush());
+    sqlite3* other = nullptr;
+    ASSERT_EQ(sqlite3_open(db_.c_str(), &other), SQLITE_OK);
+    sqlite3_busy_timeout(other, 0);
+    ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+    for (uint32_t i = 0; i < 10; i++)
+        w->push(rec(s, 0x3ff, i));
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(w->close(200), 10u);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(12));
+    EXPECT_FALSE(w->last_error().empty());
+    w.reset();
+    sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr);
+    sqlite3_close(other);
+}
+
+// A session whose daemon is gone (here: an owner no process has) is
+// marked aborted when the DB is next opened for writing; a live one is not.
+TEST_F(WriterTest, SessionsOfDeadDaemonsAreAbortedOnOpen) {
+    {
+        Writer w(db_, 16);
+        uint32_t live = w.begin_session(row());
+        uint32_t dead = w.begin_session(row());
+        Record last = rec(dead, 0x70, 1);
+        last.t_resume_ns = 5000; // after created_ns
+        w.push(last);
+        ASSERT_TRUE(w.flush());
+        Db d = Db::open(db_, true);
+        d.exec("UPDATE sessions SET owner = 'not-this-boot/1/1' WHERE id = " +
+               std::to_string(w.session_row(dead, 0)));
+        (void)live;
+        Writer again(db_, 16); // another daemon opens the same DB meanwhile
+        EXPECT_EQ(scalar("SELECT count(*) FROM sessions WHERE state = 'aborted'"), 1);
+        EXPECT_EQ(scalar("SELECT stopped_ns FROM sessions WHERE state = 'aborted'"), 5000);
+        EXPECT_EQ(scalar("SELECT count(*) FROM sessions WHERE state = 'profiling'"), 1);
+        EXPECT_EQ(scalar("SELECT count(*) FROM events WHERE kind = 'aborted'"), 1);
+    }
+}
+
+} // namespace
+} // namespace busprof
