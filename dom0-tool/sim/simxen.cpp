@@ -290,10 +290,11 @@ SimHypervisor::SimHypervisor(std::string socket_path, std::vector<DomainConfig> 
     // covers the moment between bind() and listen().
     mode_t old_mask = ::umask(0177);
     try {
-        listen_ = seqpacket_listen(socket_path_);
+        // dom0's socket last: once it appears, every socket is there.
         for (auto& dom : domains_)
             guest_listen_.emplace_back(seqpacket_listen(domain_socket_path(dom->cfg.domid)),
                                        dom.get());
+        listen_ = seqpacket_listen(socket_path_);
     } catch (...) {
         ::umask(old_mask);
         throw;
@@ -666,7 +667,9 @@ void SimHypervisor::hypercall(Conn& c, const bp_sim_msg& m, const std::vector<ui
             return;
         }
         records.resize(m.nr);
-        std::memcpy(records.data(), payload.data(), payload.size());
+        // An empty vector's data() may be null, which memcpy must not get.
+        if (!payload.empty())
+            std::memcpy(records.data(), payload.data(), payload.size());
         set_xen_guest_handle(x->records, records.data());
     }
 
@@ -678,7 +681,8 @@ void SimHypervisor::hypercall(Conn& c, const bp_sim_msg& m, const std::vector<ui
     if (m.cmd == XEN_BUSPROF_extract && c.role == BP_SIM_ROLE_GUEST && r.rc == 0) {
         auto* x = reinterpret_cast<xen_busprof_extract*>(arg);
         out.resize(std::min<size_t>(x->nr, records.size()) * sizeof(xen_busprof_record));
-        std::memcpy(out.data(), records.data(), out.size());
+        if (!out.empty())
+            std::memcpy(out.data(), records.data(), out.size());
     }
 }
 
