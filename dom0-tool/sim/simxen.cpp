@@ -15,6 +15,7 @@ extern "C" {
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 namespace busprof::sim {
 
@@ -100,6 +101,9 @@ DomainConfig parse_domain_config(const std::string& text) {
 struct SimHypervisor::Conn {
     int id;
     FD sock;
+    // The domain whose socket it came in on (nullptr: dom0's socket).  A
+    // guest connection is bound to it, whatever its HELLO says.
+    Domain* socket_dom = nullptr;
     int role = 0;
     Domain* dom = nullptr; // guest connections
     unsigned vcpu = 0;
@@ -279,23 +283,44 @@ SimHypervisor::SimHypervisor(std::string socket_path, std::vector<DomainConfig> 
     dom0_->d.max_vcpus = 1;
     dom0_->d.host = dom0_.get();
     dom0_->vcpus.push_back({0, &dom0_->d});
-    listen_ = seqpacket_listen(socket_path_);
     wake_ = make_eventfd();
+
+    // Only this user (and root, which ignores modes) may connect: the
+    // sockets are the way to act as dom0 or as a guest.  The mask also
+    // covers the moment between bind() and listen().
+    mode_t old_mask = ::umask(0177);
+    try {
+        // dom0's socket last: once it appears, every socket is there.
+        for (auto& dom : domains_)
+            guest_listen_.emplace_back(seqpacket_listen(domain_socket_path(dom->cfg.domid)),
+                                       dom.get());
+        listen_ = seqpacket_listen(socket_path_);
+    } catch (...) {
+        ::umask(old_mask);
+        throw;
+    }
+    ::umask(old_mask);
+}
+
+std::string SimHypervisor::domain_socket_path(uint16_t domid) const {
+    return socket_path_ + ".dom" + std::to_string(domid);
 }
 
 SimHypervisor::~SimHypervisor() {
     stop();
-    std::vector<std::thread> threads;
+    std::vector<Worker> threads;
     {
         std::lock_guard lk(threads_mu_);
         threads.swap(threads_);
     }
     for (auto& t : threads)
-        if (t.joinable())
-            t.join();
+        if (t.thread.joinable())
+            t.thread.join();
     for (auto& dom : domains_)
         busprof_domain_destroy(&dom->d);
     ::unlink(socket_path_.c_str());
+    for (auto& [fd, dom] : guest_listen_)
+        ::unlink(domain_socket_path(dom->cfg.domid).c_str());
 }
 
 void SimHypervisor::stop() {
@@ -321,24 +346,23 @@ SimHypervisor::Domain* SimHypervisor::find(const std::string& name) {
 
 void SimHypervisor::run() {
     while (!stopping_) {
-        pollfd p[2] = {{listen_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
-        if (::poll(p, 2, -1) < 0) {
+        std::vector<pollfd> p;
+        p.push_back({wake_.get(), POLLIN, 0});
+        p.push_back({listen_.get(), POLLIN, 0});
+        for (auto& [fd, dom] : guest_listen_)
+            p.push_back({fd.get(), POLLIN, 0});
+        if (::poll(p.data(), p.size(), -1) < 0) {
             if (errno == EINTR)
                 continue;
             throw_errno("poll");
         }
         if (stopping_)
             break;
-        if (!(p[0].revents & POLLIN))
-            continue;
-        int s = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-        if (s < 0)
-            continue;
-        auto c = std::make_shared<Conn>();
-        c->id = next_conn_id_++;
-        c->sock = FD(s);
-        std::lock_guard lk(threads_mu_);
-        threads_.emplace_back([this, c] { serve(c); });
+        if (p[1].revents & POLLIN)
+            accept_conn(listen_.get(), nullptr);
+        for (size_t i = 0; i < guest_listen_.size(); i++)
+            if (p[i + 2].revents & POLLIN)
+                accept_conn(guest_listen_[i].first.get(), guest_listen_[i].second);
     }
     // Unblock every connection thread.
     std::lock_guard lk(threads_mu_);
@@ -349,6 +373,47 @@ void SimHypervisor::run() {
             (void)!::write(f.get(), &one, sizeof(one));
         }
     }
+}
+
+void SimHypervisor::reap_finished() {
+    std::vector<Worker> done;
+    {
+        std::lock_guard lk(threads_mu_);
+        for (auto it = threads_.begin(); it != threads_.end();)
+            if (it->done->load()) {
+                done.push_back(std::move(*it));
+                it = threads_.erase(it);
+            } else {
+                ++it;
+            }
+    }
+    for (auto& w : done)
+        w.thread.join();
+}
+
+void SimHypervisor::accept_conn(int listen_fd, Domain* dom) {
+    reap_finished();
+    FD s(::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
+    if (!s)
+        return;
+    // The socket's mode keeps others out; the peer check holds even if
+    // someone loosened it.
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    if (::getsockopt(s.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
+        (cred.uid != 0 && cred.uid != ::geteuid()))
+        return;
+    auto c = std::make_shared<Conn>();
+    c->id = next_conn_id_++;
+    c->sock = std::move(s);
+    c->socket_dom = dom;
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    std::lock_guard lk(threads_mu_);
+    threads_.push_back({std::thread([this, c, done] {
+                            serve(c);
+                            *done = true;
+                        }),
+                        done});
 }
 
 void SimHypervisor::serve(std::shared_ptr<Conn> c) {
@@ -391,6 +456,9 @@ void SimHypervisor::serve(std::shared_ptr<Conn> c) {
         }
     }
     drop_conn(*c);
+    // Closed only now, so that a guest that waits for the close (a thread
+    // that exits, bp_close) finds its vCPU free for the next connection.
+    c->sock.reset();
 }
 
 void SimHypervisor::drop_conn(Conn& c) {
@@ -445,11 +513,18 @@ void SimHypervisor::handle(Conn& c, const bp_sim_msg& m, const std::vector<uint8
         if (c.role) {
             r.rc = -EALREADY;
         } else if (m.role == BP_SIM_ROLE_DOM0) {
+            // dom0 only on dom0's socket: a guest cannot promote itself.
+            if (c.socket_dom) {
+                r.rc = -EPERM;
+                break;
+            }
             c.role = BP_SIM_ROLE_DOM0;
         } else if (m.role == BP_SIM_ROLE_GUEST) {
-            Domain* dom = find(m.domid);
-            if (!dom) {
-                r.rc = -ESRCH;
+            // The domain is the socket's; a HELLO naming another one is a
+            // misconfigured or hostile guest, refused rather than obeyed.
+            Domain* dom = c.socket_dom;
+            if (!dom || (m.domid != 0 && m.domid != dom->cfg.domid)) {
+                r.rc = -EPERM;
                 break;
             }
             std::lock_guard lk(dom->mu);
@@ -481,6 +556,14 @@ void SimHypervisor::handle(Conn& c, const bp_sim_msg& m, const std::vector<uint8
             break;
         }
         pio(c, r);
+        break;
+
+    case BP_SIM_ACQUIRE_MACHINE:
+        if (c.role != BP_SIM_ROLE_DOM0) {
+            r.rc = -EPERM;
+            break;
+        }
+        fds.push_back(machine_.fd());
         break;
 
     case BP_SIM_LOOKUP_DOMAIN: {
@@ -584,7 +667,9 @@ void SimHypervisor::hypercall(Conn& c, const bp_sim_msg& m, const std::vector<ui
             return;
         }
         records.resize(m.nr);
-        std::memcpy(records.data(), payload.data(), payload.size());
+        // An empty vector's data() may be null, which memcpy must not get.
+        if (!payload.empty())
+            std::memcpy(records.data(), payload.data(), payload.size());
         set_xen_guest_handle(x->records, records.data());
     }
 
@@ -596,7 +681,8 @@ void SimHypervisor::hypercall(Conn& c, const bp_sim_msg& m, const std::vector<ui
     if (m.cmd == XEN_BUSPROF_extract && c.role == BP_SIM_ROLE_GUEST && r.rc == 0) {
         auto* x = reinterpret_cast<xen_busprof_extract*>(arg);
         out.resize(std::min<size_t>(x->nr, records.size()) * sizeof(xen_busprof_record));
-        std::memcpy(out.data(), records.data(), out.size());
+        if (!out.empty())
+            std::memcpy(out.data(), records.data(), out.size());
     }
 }
 
@@ -605,47 +691,55 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r) {
     Domain* dom = c.dom;
     struct vcpu* v = &dom->vcpus[c.vcpu];
     unsigned size = r.size;
-    const uint32_t ones = size == 4 ? 0xffffffffu : (1u << (8 * size)) - 1;
 
+    // Before anything uses size: a guest chooses it.
     if ((size != 1 && size != 2 && size != 4) || r.port > 0xffff ||
         r.dir > XEN_BUSPROF_DIR_IN) {
         r.rc = -EINVAL;
         return;
     }
-    if (!busprof_ranges_covers(&dom->ioports, r.port, r.port + size - 1)) {
-        // Not the domain's port: the real CPU would raise #GP.
-        r.rc = -EPERM;
-        return;
-    }
+    const uint32_t ones = size == 4 ? 0xffffffffu : (1u << (8 * size)) - 1;
+    const bool permitted = busprof_ranges_covers(&dom->ioports, r.port, r.port + size - 1);
 
     if (busprof_pio_trapped(&dom->d, r.port, size))
         busprof_stamp_trap(v, r.rip);
 
-    ioreq_t* p;
-    int to_dm, from_dm;
+    ioreq_t* p = nullptr;
+    int to_dm = -1, from_dm = -1;
     {
         std::lock_guard lk(dom->mu);
-        if (!dom->server ||
-            !busprof_ranges_covers(&dom->server_ports, r.port, r.port + size - 1)) {
-            // No ioreq server claims it: reads float high, writes vanish.
-            if (r.dir == XEN_BUSPROF_DIR_IN)
-                r.value = ones;
-            return;
+        if (dom->server &&
+            busprof_ranges_covers(&dom->server_ports, r.port, r.port + size - 1)) {
+            p = &dom->ioreq->vcpu_ioreq[c.vcpu];
+            to_dm = dom->to_dm[c.vcpu].get();
+            from_dm = dom->from_dm[c.vcpu].get();
+            p->addr = r.port;
+            p->data = r.dir == XEN_BUSPROF_DIR_OUT ? r.value : 0;
+            p->count = 1;
+            p->size = size;
+            p->vp_eport = c.vcpu;
+            p->data_is_ptr = 0;
+            p->dir = r.dir == XEN_BUSPROF_DIR_IN ? IOREQ_READ : IOREQ_WRITE;
+            p->df = 0;
+            p->type = IOREQ_TYPE_PIO;
+            __atomic_thread_fence(__ATOMIC_RELEASE);
+            p->state = STATE_IOREQ_READY;
         }
-        p = &dom->ioreq->vcpu_ioreq[c.vcpu];
-        to_dm = dom->to_dm[c.vcpu].get();
-        from_dm = dom->from_dm[c.vcpu].get();
-        p->addr = r.port;
-        p->data = r.dir == XEN_BUSPROF_DIR_OUT ? r.value : 0;
-        p->count = 1;
-        p->size = size;
-        p->vp_eport = c.vcpu;
-        p->data_is_ptr = 0;
-        p->dir = r.dir == XEN_BUSPROF_DIR_IN ? IOREQ_READ : IOREQ_WRITE;
-        p->df = 0;
-        p->type = IOREQ_TYPE_PIO;
-        __atomic_thread_fence(__ATOMIC_RELEASE);
-        p->state = STATE_IOREQ_READY;
+    }
+    if (!p) {
+        if (permitted) {
+            // Passed through, as Xen's g2m_portio does for a port the
+            // domain may access: the machine's device performs it.
+            uint32_t val = machine_.access(static_cast<uint16_t>(r.port), size,
+                                           r.dir == XEN_BUSPROF_DIR_OUT, r.value);
+            if (r.dir == XEN_BUSPROF_DIR_IN)
+                r.value = val;
+        } else if (r.dir == XEN_BUSPROF_DIR_IN) {
+            // No device for this domain (an HVM guest gets no #GP for
+            // port I/O): reads float high, writes vanish.
+            r.value = ones;
+        }
+        return;
     }
     uint64_t one = 1;
     (void)!::write(to_dm, &one, sizeof(one));

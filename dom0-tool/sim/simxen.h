@@ -4,6 +4,7 @@
 #pragma once
 
 #include "fd.h"
+#include "machine.h"
 
 #include <atomic>
 #include <cstdint>
@@ -45,12 +46,16 @@ class SimHypervisor {
     // Serves until stop() (from another thread or a signal handler's pipe).
     void run();
     void stop();
+    // dom0's socket; the guests of domain D use domain_socket_path(D).
     const std::string& socket_path() const { return socket_path_; }
+    std::string domain_socket_path(uint16_t domid) const;
 
     struct Domain;
     struct Conn;
 
   private:
+    void accept_conn(int listen_fd, Domain* dom);
+    void reap_finished();
     void serve(std::shared_ptr<Conn> c);
     void handle(Conn& c, const ::bp_sim_msg& m, const std::vector<uint8_t>& payload);
     void pio(Conn& c, ::bp_sim_msg& r);
@@ -63,11 +68,19 @@ class SimHypervisor {
     std::string socket_path_;
     std::vector<std::unique_ptr<Domain>> domains_;
     std::unique_ptr<Domain> dom0_;
-    FD listen_;
+    Machine machine_; // the devices the domains' ports reach
+    FD listen_;       // dom0
+    std::vector<std::pair<FD, Domain*>> guest_listen_;
     FD wake_;
     std::atomic<bool> stopping_{false};
+    // One thread per connection, as a vCPU blocks in it while the daemon
+    // performs its access; finished ones are joined at the next accept.
+    struct Worker {
+        std::thread thread;
+        std::shared_ptr<std::atomic<bool>> done;
+    };
     std::mutex threads_mu_;
-    std::vector<std::thread> threads_;
+    std::vector<Worker> threads_;
     std::atomic<int> next_conn_id_{1};
 };
 

@@ -1,9 +1,10 @@
 #include "bus.h"
 
-#include "clock.h"
 #include "error.h"
+#include "machine.h"
 
 #include <array>
+#include <mutex>
 #include <sys/io.h>
 
 namespace busprof {
@@ -42,86 +43,60 @@ class PortBus : public Bus {
 
 // ------------------------------------------------------------------ sim
 
-// 16550: registers keep what is written, the scratch register (+7) included;
-// LSR (+5) reports the transmitter empty; THR writes are collected.
-class Uart {
-  public:
-    uint8_t read(unsigned reg) {
-        if (reg == 5)
-            return 0x60; // THRE | TEMT
-        if (reg == 2)
-            return 0x01; // IIR: no interrupt pending
-        return regs_[reg];
-    }
-    void write(unsigned reg, uint8_t v) { regs_[reg] = v; }
-
-  private:
-    std::array<uint8_t, 8> regs_{};
-};
-
-// CMOS NVRAM behind an index port (0x70) and a data port (0x71).
-class Cmos {
-  public:
-    uint8_t read(unsigned reg) { return reg == 0 ? index_ : nvram_[index_ & 0x7f]; }
-    void write(unsigned reg, uint8_t v) {
-        if (reg == 0)
-            index_ = v & 0x7f;
-        else
-            nvram_[index_] = v;
-    }
-
-  private:
-    uint8_t index_ = 0;
-    std::array<uint8_t, 128> nvram_{};
-};
+// The devices are the simulated machine's (sim/machine.h).  A daemon on
+// the simulated hypervisor performs its accesses on the machine that
+// busprof-simxen hands out (see publish_sim_machine), so that a port the
+// hypervisor passes through and a trapped one reach the same device.
+// Without a simulator the bus has a machine of its own.
+std::mutex g_machine_mu;
+std::shared_ptr<sim::Machine> g_machine;
 
 class SimBus : public Bus {
   public:
     explicit SimBus(const SimBusConfig& c) : cfg_(c) {}
     std::string name() const override { return "sim"; }
-    void grant(uint16_t, uint16_t) override {}
+    void grant(uint16_t, uint16_t) override { machine(); }
     void revoke(uint16_t, uint16_t) override {}
 
     void access(uint16_t port, unsigned size, bool write, uint32_t* value) override {
-        // A wide access is that many byte accesses, as on an 8-bit device.
-        uint32_t result = 0;
-        for (unsigned i = 0; i < size; i++) {
-            uint8_t b = static_cast<uint8_t>(*value >> (8 * i));
-            uint8_t r = byte(static_cast<uint16_t>(port + i), write, b);
-            result |= static_cast<uint32_t>(r) << (8 * i);
-        }
+        uint32_t r = machine().access(port, size, write, *value);
         if (!write)
-            *value = result;
+            *value = r;
     }
 
   private:
-    uint8_t byte(uint16_t port, bool write, uint8_t v) {
-        if (port >= cfg_.uart_base && port < cfg_.uart_base + 8) {
-            unsigned reg = port - cfg_.uart_base;
-            return write ? (uart_.write(reg, v), 0) : uart_.read(reg);
-        }
-        if (port == 0x70 || port == 0x71)
-            return write ? (cmos_.write(port - 0x70u, v), 0) : cmos_.read(port - 0x70u);
-        if (port >= cfg_.latency_base && port < cfg_.latency_base + 16) {
-            // A slow device: spin for the configured time, keep the value.
-            uint64_t until = now_ns() + cfg_.latency_ns;
-            while (now_ns() < until)
-                ;
-            auto& cell = latency_regs_[port - cfg_.latency_base];
-            return write ? (cell = v, 0) : cell;
-        }
-        return 0xff; // nothing decodes it
+    // Bound at first use: the daemon makes its bus before it connects to
+    // the hypervisor that publishes the machine.
+    sim::Machine& machine() {
+        std::call_once(bound_, [this] {
+            {
+                std::lock_guard lk(g_machine_mu);
+                machine_ = g_machine;
+            }
+            if (!machine_)
+                machine_ = std::make_shared<sim::Machine>();
+            // dom0's sim bus options set up the devices it profiles.
+            machine_->configure({cfg_.uart_base, cfg_.latency_base, cfg_.latency_ns});
+        });
+        return *machine_;
     }
 
     SimBusConfig cfg_;
-    Uart uart_;
-    Cmos cmos_;
-    std::array<uint8_t, 16> latency_regs_{};
+    std::once_flag bound_;
+    std::shared_ptr<sim::Machine> machine_;
 };
 
 } // namespace
 
 std::unique_ptr<Bus> make_port_bus() { return std::make_unique<PortBus>(); }
 std::unique_ptr<Bus> make_sim_bus(const SimBusConfig& cfg) { return std::make_unique<SimBus>(cfg); }
+
+void publish_sim_machine(FD fd) {
+    std::shared_ptr<sim::Machine> m;
+    if (fd)
+        m = std::make_shared<sim::Machine>(std::move(fd));
+    std::lock_guard lk(g_machine_mu);
+    g_machine = std::move(m);
+}
 
 } // namespace busprof

@@ -1,3 +1,4 @@
+#include "bus.h"
 #include "error.h"
 #include "hv.h"
 #include "seqpacket.h"
@@ -32,6 +33,18 @@ class SimConn {
         call(m);
         if (m.rc < 0)
             throw SystemError("simulated hypervisor refused dom0 hello", -m.rc);
+    }
+
+    // The machine's devices, for the sim bus: what the hypervisor passes
+    // through and what the profiler performs must be the same hardware.
+    void acquire_machine() {
+        std::vector<FD> fds;
+        bp_sim_msg m{};
+        m.type = BP_SIM_ACQUIRE_MACHINE;
+        call(m, nullptr, 0, &fds);
+        if (m.rc < 0 || fds.size() != 1)
+            throw SystemError("mapping the simulated machine", m.rc < 0 ? -m.rc : EPROTO);
+        publish_sim_machine(std::move(fds[0]));
     }
 
     // Sends m (+records), replaces m by the reply; fds received go to fds.
@@ -136,7 +149,9 @@ class SimChannel : public Channel {
 class SimHypervisorClient : public Hypervisor {
   public:
     explicit SimHypervisorClient(const std::string& socket)
-        : conn_(std::make_shared<SimConn>(socket)) {}
+        : conn_(std::make_shared<SimConn>(socket)) {
+        conn_->acquire_machine();
+    }
 
     std::string name() const override { return "sim"; }
 

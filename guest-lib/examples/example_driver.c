@@ -126,6 +126,7 @@ int main(int argc, char **argv)
          (ioperm(uart, 8, 1) || (cmos && ioperm(CMOS_INDEX, 2, 1))) )
     {
         fprintf(stderr, "ioperm: %s\n", strerror(errno));
+        bp_close(h);
         return 1;
     }
 
@@ -133,6 +134,7 @@ int main(int argc, char **argv)
          (cmos && bp_start_trap(h, CMOS_INDEX, CMOS_DATA)) )
     {
         fprintf(stderr, "bp_start_trap: %s\n", strerror(errno));
+        bp_close(h);
         return 1;
     }
 
@@ -164,6 +166,7 @@ int main(int argc, char **argv)
          (cmos && bp_stop_trap(h, CMOS_INDEX, CMOS_DATA)) )
     {
         fprintf(stderr, "bp_stop_trap: %s\n", strerror(errno));
+        bp_close(h);
         return 1;
     }
 

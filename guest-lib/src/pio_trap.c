@@ -3,7 +3,8 @@
  *
  * See pio_trap.h.  The SIGSEGV handler runs in signal context, so
  * everything on its path is async-signal-safe: no malloc, no stdio, only
- * write(2), sigaction(2), raise(3) and abort(3).
+ * system calls (write, sigaction, process_vm_readv/writev, arch_prctl) and
+ * raise(3).
  */
 
 #define _GNU_SOURCE
@@ -15,7 +16,10 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <asm/prctl.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -38,15 +42,17 @@ static struct sigaction trap_old_action;
  * Decoder
  * ------------------------------------------------------------------------ */
 
-int bp_pio_decode(const uint8_t *code, size_t len, uint64_t rax,
-                  uint64_t rdx, struct bp_pio *pio)
+int bp_pio_decode_insn(const uint8_t *code, size_t len, uint64_t rax,
+                       uint64_t rdx, struct bp_pio_insn *insn)
 {
+    struct bp_pio *pio;
     size_t i;
-    bool opsize = false, rep = false;
-    uint8_t op;
+    bool opsize = false, rep = false, addr32 = false;
+    uint8_t op, seg = 0;
 
-    if ( code == NULL || pio == NULL )
+    if ( code == NULL || insn == NULL )
         return 0;
+    pio = &insn->pio;
 
     if ( len > BP_MAX_INSN_LEN )
         len = BP_MAX_INSN_LEN;
@@ -67,7 +73,10 @@ int bp_pio_decode(const uint8_t *code, size_t len, uint64_t rax,
             rep = true;
             continue;
         case 0x26: case 0x2e: case 0x36: case 0x3e: case 0x64: case 0x65:
-        case 0x67:                      /* segment overrides, address size */
+            seg = code[i];              /* segment override: OUTS only */
+            continue;
+        case 0x67:                      /* address size: string forms only */
+            addr32 = true;
             continue;
         default:
             if ( (code[i] & 0xf0) == 0x40 ) /* REX: no effect on IN/OUT */
@@ -83,7 +92,14 @@ int bp_pio_decode(const uint8_t *code, size_t len, uint64_t rax,
     {
     case 0x6c: case 0x6d:               /* INSB, INSW/INSD */
     case 0x6e: case 0x6f:               /* OUTSB, OUTSW/OUTSD */
-        return -EOPNOTSUPP;
+        pio->port = (uint16_t)rdx;
+        pio->size = (op & 0x01) ? (opsize ? 2 : 4) : 1;
+        pio->is_write = (op & 0x02) ? 1 : 0;
+        insn->string = 1;
+        insn->rep = rep;
+        insn->addr32 = addr32;
+        insn->seg = seg;
+        return (int)i;
 
     case 0xe4: case 0xe5: case 0xe6: case 0xe7:  /* IN/OUT imm8 */
     case 0xec: case 0xed: case 0xee: case 0xef:  /* IN/OUT DX */
@@ -108,6 +124,10 @@ int bp_pio_decode(const uint8_t *code, size_t len, uint64_t rax,
 
     pio->size = (op & 0x01) ? (opsize ? 2 : 4) : 1;
     pio->is_write = (op & 0x02) ? 1 : 0;
+    insn->string = 0;
+    insn->rep = 0;
+    insn->addr32 = addr32;
+    insn->seg = seg;
 
     if ( pio->is_write )
     {
@@ -126,6 +146,26 @@ int bp_pio_decode(const uint8_t *code, size_t len, uint64_t rax,
     }
 
     return (int)i;
+}
+
+int bp_pio_decode(const uint8_t *code, size_t len, uint64_t rax,
+                  uint64_t rdx, struct bp_pio *pio)
+{
+    struct bp_pio_insn insn;
+    int rc;
+
+    if ( pio == NULL )
+        return 0;
+
+    memset(&insn, 0, sizeof(insn));
+    insn.pio = *pio;
+    rc = bp_pio_decode_insn(code, len, rax, rdx, &insn);
+    if ( rc > 0 && insn.string )
+        return -EOPNOTSUPP;
+    if ( rc > 0 )
+        *pio = insn.pio;
+
+    return rc;
 }
 
 /* ------------------------------------------------------------------------
@@ -236,14 +276,143 @@ static void report_forward_error(const struct bp_pio *pio, int rc)
     msg_flush(&m);
 }
 
-static void report_string_io(uint64_t rip)
+static void report_bad_address(const struct bp_pio *pio, uint64_t addr)
 {
     struct msgbuf m = { .len = 0 };
 
-    msg_str(&m, "busprof: string port I/O (INS/OUTS) at rip ");
-    msg_hex(&m, rip);
-    msg_str(&m, " is not supported\n");
+    msg_str(&m, "busprof: string port I/O ");
+    msg_str(&m, pio->is_write ? "outs" : "ins");
+    msg_str(&m, " port ");
+    msg_hex(&m, pio->port);
+    msg_str(&m, " at rip ");
+    msg_hex(&m, pio->rip);
+    msg_str(&m, ": bad address ");
+    msg_hex(&m, addr);
+    msg_str(&m, "\n");
     msg_flush(&m);
+}
+
+/* ------------------------------------------------------------------------
+ * String I/O
+ * ------------------------------------------------------------------------ */
+
+/* Elements of one REP done per fault; the instruction faults again for the
+ * rest, as a CPU leaves a long REP interruptible. */
+#define BP_STRING_CHUNK 1024
+
+/*
+ * Copy between the process's memory and ours without faulting on a bad
+ * address: a fault inside the SIGSEGV handler would kill the process with
+ * no word on why.  Falls back to a plain copy where the system call is
+ * refused (seccomp).
+ */
+static int copy_guest(void *local, uint64_t remote, size_t n, bool to_remote)
+{
+    struct iovec l = { local, n }, r = { (void *)(uintptr_t)remote, n };
+    ssize_t got;
+
+    got = to_remote ? process_vm_writev(getpid(), &l, 1, &r, 1, 0)
+                    : process_vm_readv(getpid(), &l, 1, &r, 1, 0);
+    if ( got == (ssize_t)n )
+        return 0;
+    if ( got < 0 && (errno == ENOSYS || errno == EPERM) )
+    {
+        if ( to_remote )
+            memcpy(r.iov_base, local, n);
+        else
+            memcpy(local, r.iov_base, n);
+        return 0;
+    }
+
+    return -1;
+}
+
+/* The base of the segment an OUTS reads from; only FS and GS have one in
+ * 64-bit mode. */
+static uint64_t segment_base(uint8_t seg)
+{
+    unsigned long base = 0;
+
+    if ( seg == 0x64 )
+        syscall(SYS_arch_prctl, ARCH_GET_FS, &base);
+    else if ( seg == 0x65 )
+        syscall(SYS_arch_prctl, ARCH_GET_GS, &base);
+
+    return base;
+}
+
+/*
+ * INS/OUTS: one forwarder call per element, registers updated after each
+ * one as the CPU does, so a fault in the middle leaves them consistent.
+ * Returns 0 (*done: the instruction is complete), 1 for a bad address
+ * (*fault_addr set), or the forwarder's negative errno value.
+ */
+static int emulate_string(greg_t *gregs, const struct bp_pio_insn *insn,
+                          bp_pio_forward_fn fn, void *ctx, bool *done,
+                          struct bp_pio *pio, uint64_t *fault_addr)
+{
+    const uint64_t mask = insn->addr32 ? 0xffffffffull : ~0ull;
+    const unsigned int size = insn->pio.size;
+    const bool down = (uint64_t)gregs[REG_EFL] & (1u << 10); /* DF */
+    uint64_t base = insn->pio.is_write ? segment_base(insn->seg) : 0;
+    unsigned int n;
+    int rc;
+
+    *done = true;
+    for ( n = 0; ; n++ )
+    {
+        uint64_t count = (uint64_t)gregs[REG_RCX] & mask;
+        int reg = insn->pio.is_write ? REG_RSI : REG_RDI;
+        uint64_t off = (uint64_t)gregs[reg] & mask;
+        uint64_t addr = (base + off) & mask;
+        uint8_t bytes[4] = { 0 };
+
+        if ( insn->rep && count == 0 )
+            return 0;
+        if ( n == BP_STRING_CHUNK )
+        {
+            *done = false;
+            return 0;
+        }
+        if ( !insn->rep && n == 1 )
+            return 0;
+
+        *pio = insn->pio;
+        if ( insn->pio.is_write )
+        {
+            if ( copy_guest(bytes, addr, size, false) )
+            {
+                *fault_addr = addr;
+                return 1;
+            }
+            pio->value = bytes[0] | (uint32_t)bytes[1] << 8 |
+                         (uint32_t)bytes[2] << 16 | (uint32_t)bytes[3] << 24;
+        }
+        else
+            pio->value = 0;
+
+        rc = fn(ctx, pio);
+        if ( rc != 0 )
+            return rc;
+
+        if ( !insn->pio.is_write )
+        {
+            bytes[0] = (uint8_t)pio->value;
+            bytes[1] = (uint8_t)(pio->value >> 8);
+            bytes[2] = (uint8_t)(pio->value >> 16);
+            bytes[3] = (uint8_t)(pio->value >> 24);
+            if ( copy_guest(bytes, addr, size, true) )
+            {
+                *fault_addr = addr;
+                return 1;
+            }
+        }
+
+        /* 32-bit address size writes ESI/EDI/ECX, zero-extended. */
+        gregs[reg] = (greg_t)((down ? off - size : off + size) & mask);
+        if ( insn->rep )
+            gregs[REG_RCX] = (greg_t)((count - 1) & mask);
+    }
 }
 
 /* ------------------------------------------------------------------------
@@ -275,6 +444,7 @@ static void pio_trap_handler(int sig, siginfo_t *si, void *uctx)
     int saved_errno = errno;
     bp_pio_forward_fn fn = atomic_load(&trap_fn);
     void *ctx = atomic_load(&trap_ctx);
+    struct bp_pio_insn insn;
     struct bp_pio pio;
     uint64_t rip;
     int len, rc;
@@ -298,16 +468,10 @@ static void pio_trap_handler(int sig, siginfo_t *si, void *uctx)
      * that cannot belong to an IN/OUT instruction (at most 15 bytes), so it
      * only touches bytes the CPU itself fetched for the faulting instruction.
      */
-    memset(&pio, 0, sizeof(pio));
-    len = bp_pio_decode((const uint8_t *)(uintptr_t)rip, BP_MAX_INSN_LEN,
-                        (uint64_t)gregs[REG_RAX], (uint64_t)gregs[REG_RDX],
-                        &pio);
-
-    if ( len == -EOPNOTSUPP )
-    {
-        report_string_io(rip);
-        abort();
-    }
+    memset(&insn, 0, sizeof(insn));
+    len = bp_pio_decode_insn((const uint8_t *)(uintptr_t)rip, BP_MAX_INSN_LEN,
+                             (uint64_t)gregs[REG_RAX],
+                             (uint64_t)gregs[REG_RDX], &insn);
 
     if ( len <= 0 )
     {
@@ -315,25 +479,35 @@ static void pio_trap_handler(int sig, siginfo_t *si, void *uctx)
         goto out;
     }
 
-    pio.rip = rip;
+    insn.pio.rip = rip;
+    pio = insn.pio;
     if ( !pio.is_write )
         pio.value = 0;
+
+    if ( insn.string )
+    {
+        uint64_t fault_addr = 0;
+        bool done;
+
+        rc = emulate_string(gregs, &insn, fn, ctx, &done, &pio, &fault_addr);
+        if ( rc == 1 )
+            report_bad_address(&pio, fault_addr);
+        else if ( rc != 0 )
+            report_forward_error(&pio, rc);
+        if ( rc != 0 )
+            goto die;
+        if ( done )
+            gregs[REG_RIP] = (greg_t)(rip + (uint64_t)len);
+        goto out;
+    }
 
     rc = fn(ctx, &pio);
     if ( rc != 0 )
     {
-        struct sigaction dfl;
-
         report_forward_error(&pio, rc);
-
-        /* Die from the re-executed instruction with the default action. */
-        memset(&dfl, 0, sizeof(dfl));
-        dfl.sa_handler = SIG_DFL;
-        sigemptyset(&dfl.sa_mask);
-        sigaction(SIGSEGV, &dfl, NULL);
-        atomic_store(&trap_installed, 0);
-        goto out;
+        goto die;
     }
+
 
     if ( !pio.is_write )
     {
@@ -355,6 +529,19 @@ static void pio_trap_handler(int sig, siginfo_t *si, void *uctx)
     }
 
     gregs[REG_RIP] = (greg_t)(rip + (uint64_t)len);
+    goto out;
+
+ die:
+    {
+        struct sigaction dfl;
+
+        /* Die from the re-executed instruction with the default action. */
+        memset(&dfl, 0, sizeof(dfl));
+        dfl.sa_handler = SIG_DFL;
+        sigemptyset(&dfl.sa_mask);
+        sigaction(SIGSEGV, &dfl, NULL);
+        atomic_store(&trap_installed, 0);
+    }
 
  out:
     errno = saved_errno;

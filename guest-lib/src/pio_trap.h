@@ -9,6 +9,13 @@
  * AL/AX/EAX, advances RIP past the instruction and resumes the process -
  * the same trap-and-emulate a hypervisor performs.
  *
+ * String I/O (INS/OUTS, with or without REP) is emulated one element at a
+ * time, each element one call of the forwarder, as Xen does for a trapped
+ * port: the element is read from [RSI] (OUTS, segment override honoured) or
+ * written to [RDI] (INS), RSI/RDI move by the element size up or down as
+ * EFLAGS.DF says, and REP counts RCX down.  A long REP is done in chunks:
+ * the instruction faults again for the rest, so signals are not held off.
+ *
  * A process that has already called ioperm()/iopl() does not fault and is
  * therefore not intercepted.
  */
@@ -61,8 +68,26 @@ int bp_pio_trap_install(bp_pio_forward_fn fn, void *ctx);
  */
 int bp_pio_trap_uninstall(void);
 
+/* One decoded IN/OUT/INS/OUTS instruction. */
+struct bp_pio_insn {
+    struct bp_pio pio;  /* port, size, is_write; value for OUT only */
+    uint8_t string;     /* INS/OUTS: the data is in memory, not in RAX */
+    uint8_t rep;        /* REP or REPNE prefix (string forms only) */
+    uint8_t addr32;     /* 0x67: ESI/EDI/ECX instead of RSI/RDI/RCX */
+    uint8_t seg;        /* last segment override prefix byte, 0 if none */
+};
+
 /*
- * Pure decoder, exposed for unit tests.  Decodes the instruction bytes at
+ * Decoder of every port I/O form, exposed for unit tests.  Like
+ * bp_pio_decode() below, but the string forms decode too (returning their
+ * length), with insn->string set.  REP on a non-string form is not port
+ * I/O (0).
+ */
+int bp_pio_decode_insn(const uint8_t *code, size_t len, uint64_t rax,
+                       uint64_t rdx, struct bp_pio_insn *insn);
+
+/*
+ * Decoder of the non-string forms, exposed for unit tests.  Decodes the instruction bytes at
  * code (at most len bytes are examined, read strictly in order and never
  * beyond the end of the instruction), using rdx for the DX port forms and
  * rax for OUT values.

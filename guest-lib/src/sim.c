@@ -1,14 +1,20 @@
 /*
  * libbusprof "sim" backend: hypercalls and port I/O go to the simulated
  * hypervisor over its socket.  Each thread that does port I/O gets its own
- * connection, which the simulator treats as one vCPU.
+ * connection, which the simulator treats as one vCPU; the thread gives it
+ * back when it exits.  The SIGSEGV trap and the simulator's address are
+ * the process's, shared by all its handles and kept while one is open.
  */
 #include "bp_private.h"
 #include "pio_trap.h"
 
 #include <busprof.h>
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <sim-proto.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -18,6 +24,15 @@
 static struct sockaddr_un sim_addr;
 static uint16_t sim_domid;
 static __thread int vcpu_fd = -1;
+
+/* Open handles; the trap and sim_addr are set up by the first. */
+static pthread_mutex_t sim_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned int sim_handles;
+
+/* Its destructor gives an exiting thread's vCPU back. */
+static pthread_key_t vcpu_key;
+static pthread_once_t vcpu_key_once = PTHREAD_ONCE_INIT;
+static int vcpu_key_rc;
 
 /* Async-signal-safe: used from the SIGSEGV handler as well. */
 static int sim_connect(void)
@@ -57,10 +72,53 @@ static int sim_connect(void)
     return -1;
 }
 
+/*
+ * Give this thread's vCPU back.  The simulator frees the vCPU before it
+ * closes its end, so waiting for that close means a thread started next
+ * finds the vCPU free (the simulator has a fixed number per domain).
+ */
+static void vcpu_disconnect(void)
+{
+    int fd = vcpu_fd;
+    char c;
+
+    if ( fd < 0 )
+        return;
+    vcpu_fd = -1;
+    if ( shutdown(fd, SHUT_WR) == 0 )
+    {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+
+        while ( poll(&p, 1, 1000) > 0 && recv(fd, &c, 1, 0) > 0 )
+            continue;
+    }
+    close(fd);
+}
+
+static void vcpu_key_destroy(void *unused)
+{
+    vcpu_disconnect();
+}
+
+static void vcpu_key_create(void)
+{
+    vcpu_key_rc = pthread_key_create(&vcpu_key, vcpu_key_destroy);
+}
+
+/*
+ * Also called from the SIGSEGV handler, on a thread's first trapped access.
+ * pthread_setspecific() is not async-signal-safe by POSIX, but glibc's
+ * does not allocate for the first keys, and this key is created by
+ * bp_open() before any handler runs.
+ */
 static int thread_fd(void)
 {
     if ( vcpu_fd < 0 )
+    {
         vcpu_fd = sim_connect();
+        if ( vcpu_fd >= 0 )
+            pthread_setspecific(vcpu_key, (void *)(uintptr_t)1);
+    }
     return vcpu_fd;
 }
 
@@ -121,16 +179,18 @@ static int sim_forward(void *ctx, struct bp_pio *pio)
     return 0;
 }
 
-static int sim_open(struct bp_handle *h)
+/* The simulator's socket for this process's domain.  sim_lock held. */
+static int sim_configure(void)
 {
     const char *path = getenv("BUSPROF_SIM_SOCKET");
     const char *domid = getenv("BUSPROF_SIM_DOMID");
     char *end;
     unsigned long id = 1;
+    int n;
 
-    if ( !path || strlen(path) >= sizeof(sim_addr.sun_path) )
+    if ( !path )
     {
-        errno = path ? ENAMETOOLONG : ENOENT;
+        errno = ENOENT;
         return -1;
     }
     if ( domid )
@@ -143,24 +203,70 @@ static int sim_open(struct bp_handle *h)
         }
     }
 
+    /*
+     * The simulator binds a guest to the domain of the socket it connects
+     * to (PATH.dom<DOMID>, see sim-proto.h); the HELLO repeats it only to
+     * catch a mix-up.
+     */
     memset(&sim_addr, 0, sizeof(sim_addr));
     sim_addr.sun_family = AF_UNIX;
-    strcpy(sim_addr.sun_path, path);
+    n = snprintf(sim_addr.sun_path, sizeof(sim_addr.sun_path), "%s.dom%lu",
+                 path, id);
+    if ( n < 0 || (size_t)n >= sizeof(sim_addr.sun_path) )
+    {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
     sim_domid = (uint16_t)id;
 
-    if ( thread_fd() < 0 )
-        return -1;
-    h->fd = vcpu_fd;
-
-    return bp_pio_trap_install(sim_forward, NULL);
+    return 0;
 }
 
+static int sim_open(struct bp_handle *h)
+{
+    int rc = -1, saved;
+
+    pthread_once(&vcpu_key_once, vcpu_key_create);
+    if ( vcpu_key_rc )
+    {
+        errno = vcpu_key_rc;
+        return -1;
+    }
+
+    pthread_mutex_lock(&sim_lock);
+    if ( !sim_handles && sim_configure() < 0 )
+        goto out;
+    if ( thread_fd() < 0 )
+        goto out;
+    if ( !sim_handles && bp_pio_trap_install(sim_forward, NULL) < 0 )
+    {
+        saved = errno;
+        vcpu_disconnect();
+        errno = saved;
+        goto out;
+    }
+    sim_handles++;
+    h->fd = vcpu_fd;
+    rc = 0;
+
+ out:
+    pthread_mutex_unlock(&sim_lock);
+    return rc;
+}
+
+/*
+ * Only the last handle takes the trap away: until then another handle's
+ * accesses still need it.  Other threads keep their vCPUs until they exit.
+ */
 static void sim_close(struct bp_handle *h)
 {
-    bp_pio_trap_uninstall();
-    if ( vcpu_fd >= 0 )
-        close(vcpu_fd);
-    vcpu_fd = -1;
+    pthread_mutex_lock(&sim_lock);
+    if ( sim_handles && --sim_handles == 0 )
+    {
+        bp_pio_trap_uninstall();
+        vcpu_disconnect();
+    }
+    pthread_mutex_unlock(&sim_lock);
     h->fd = -1;
 }
 

@@ -2,10 +2,14 @@
 // performs a guest's accesses on in sim mode.
 #include "bus.h"
 #include "clock.h"
+#include "error.h"
+#include "machine.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <sys/mman.h>
+#include <unistd.h>
 
 namespace busprof {
 namespace {
@@ -150,6 +154,52 @@ TEST_F(SimBusTest, OtherDevicesAreFast) {
     for (int i = 0; i < 10; i++)
         in(0x3ff);
     EXPECT_LT(now_ns() - t0, 50000000u);
+}
+
+// The machine is shared by busprof-simxen's pass-through and the daemon's
+// bus: one device, whoever reaches it.
+
+TEST(SimMachine, TwoMappingsOfOneRegionAreOneDevice) {
+    sim::Machine a;
+    sim::Machine b{FD(::dup(a.fd()))};
+    a.access(0x3ff, 1, true, 0x5a);
+    EXPECT_EQ(b.access(0x3ff, 1, false, 0), 0x5au);
+    b.access(0x70, 2, true, 0x4210); // index 0x10, then data 0x42
+    a.access(0x70, 1, true, 0x10);
+    EXPECT_EQ(a.access(0x71, 1, false, 0), 0x42u);
+}
+
+TEST(SimMachine, RefusesARegionThatIsNotAMachine) {
+    FD fd(::memfd_create("not-a-machine", MFD_CLOEXEC));
+    ASSERT_TRUE(fd);
+    ASSERT_EQ(::ftruncate(fd.get(), 4096), 0);
+    EXPECT_THROW(sim::Machine{std::move(fd)}, SystemError);
+}
+
+TEST(SimBusPublished, PerformsAccessesOnThePublishedMachine) {
+    sim::Machine m;
+    publish_sim_machine(FD(::dup(m.fd())));
+    SimBusConfig cfg;
+    cfg.uart_base = 0x2f8;
+    auto bus = make_sim_bus(cfg);
+    uint32_t v = 0x77;
+    bus->access(0x2ff, 1, true, &v);
+    // The daemon's options set up the machine's devices for both sides.
+    EXPECT_EQ(m.access(0x2ff, 1, false, 0), 0x77u);
+    EXPECT_EQ(m.layout().uart_base, 0x2f8);
+    m.access(0x2ff, 1, true, 0x66);
+    bus->access(0x2ff, 1, false, &v);
+    EXPECT_EQ(v, 0x66u);
+    publish_sim_machine(FD());
+}
+
+TEST(SimBusPublished, WithoutOneTheBusHasItsOwnDevices) {
+    publish_sim_machine(FD());
+    sim::Machine m;
+    auto bus = make_sim_bus({});
+    uint32_t v = 0x12;
+    bus->access(0x3ff, 1, true, &v);
+    EXPECT_EQ(m.access(0x3ff, 1, false, 0), 0u);
 }
 
 } // namespace

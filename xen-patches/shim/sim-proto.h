@@ -9,6 +9,11 @@
  * (memfd, struct shared_iopage of public/hvm/ioreq.h), the busprof page
  * (memfd, struct xen_busprof_page) and eventfds for event channels.
  * An event channel is a pair of eventfds, one per direction.
+ *
+ * The simulator listens on two kinds of socket: PATH for dom0, and
+ * PATH.dom<DOMID> for the guests of each domain.  A guest's domain is the
+ * socket it connected to, never what it says in HELLO; dom0 programs and
+ * guests must run as the simulator's user or as root (SO_PEERCRED).
  */
 #ifndef BUSPROF_SIM_PROTO_H
 #define BUSPROF_SIM_PROTO_H
@@ -28,6 +33,8 @@ enum bp_sim_type {
     BP_SIM_ACQUIRE_PAGE,       /* dom0: domid | OUT: fd of the busprof page */
     BP_SIM_BIND_EVTCHN,        /* dom0: domid, port | OUT: fd (Xen -> dom0) */
     BP_SIM_LOOKUP_DOMAIN,      /* dom0: name or domid | OUT: domid, name */
+    BP_SIM_ACQUIRE_MACHINE,    /* dom0 | OUT: fd of the simulated machine's
+                                  device state (dom0-tool/sim/machine.h) */
 };
 
 enum bp_sim_role {

@@ -1,0 +1,187 @@
+/*
+ * Guest programs for the end-to-end tests of what the simulator must do
+ * like Xen.  Each case prints what the driver saw; the test compares it.
+ * usage: sim_guest CASE [ARGS]
+ *   passthrough            the UART scratch register, untrapped and trapped
+ *   strings                INS/OUTS, with and without REP and DF, on 0x300
+ *   threads N ROUNDS       start and join N threads doing port I/O, ROUNDS times
+ *   two-handles            bp_close of one handle, then the other one's access
+ */
+#include <busprof/busprof.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/io.h>
+
+#define SCRATCH 0x3ff
+
+static bp_handle *open_or_die(void)
+{
+    bp_handle *h = bp_open(0);
+
+    if ( !h )
+    {
+        fprintf(stderr, "bp_open: %s\n", strerror(errno));
+        exit(1);
+    }
+    return h;
+}
+
+static void check(int rc, const char *what)
+{
+    if ( rc )
+    {
+        fprintf(stderr, "%s: %s\n", what, strerror(errno));
+        exit(1);
+    }
+}
+
+static int passthrough(void)
+{
+    bp_handle *h = open_or_die();
+
+    outb(0x5a, SCRATCH);
+    printf("UNTRAPPED 0x%02x\n", inb(SCRATCH));
+    check(bp_start_trap(h, 0x3f8, 0x3ff), "bp_start_trap");
+    printf("TRAPPED 0x%02x\n", inb(SCRATCH));
+    outb(0xa5, SCRATCH);
+    check(bp_stop_trap(h, 0x3f8, 0x3ff), "bp_stop_trap");
+    printf("UNTRAPPED 0x%02x\n", inb(SCRATCH));
+    bp_close(h);
+    return 0;
+}
+
+/* Registers after one string instruction: what the CPU would leave. */
+struct after {
+    uintptr_t si, di;
+    unsigned long cx;
+};
+
+static void print_after(const char *name, const void *base,
+                        const struct after *a, int src)
+{
+    long off = (long)((src ? a->si : a->di) - (uintptr_t)base);
+
+    printf("%s %s%+ld RCX %lu\n", name, src ? "RSI" : "RDI", off, a->cx);
+}
+
+static int strings(void)
+{
+    bp_handle *h = open_or_die();
+    uint8_t ob[4] = { 0x11, 0x22, 0x33, 0x44 }, ib[3] = { 0 };
+    uint16_t ow = 0xbbaa, iw = 0;
+    uint32_t ol[2] = { 0x01020304, 0x05060708 }, il[2] = { 0 };
+    struct after a;
+
+    check(bp_start_trap(h, 0x300, 0x303), "bp_start_trap");
+
+    a.si = (uintptr_t)ob;
+    a.cx = 4;
+    asm volatile ( "rep outsb" : "+S" (a.si), "+c" (a.cx) : "d" (0x300)
+                   : "memory" );
+    print_after("REP_OUTSB", ob, &a, 1);
+
+    a.di = (uintptr_t)ib;
+    a.cx = 3;
+    asm volatile ( "rep insb" : "+D" (a.di), "+c" (a.cx) : "d" (0x300)
+                   : "memory" );
+    print_after("REP_INSB", ib, &a, 0);
+    printf("INSB %02x %02x %02x\n", ib[0], ib[1], ib[2]);
+
+    a.si = (uintptr_t)&ow;
+    a.cx = 7;                  /* no REP: RCX is left alone */
+    asm volatile ( "outsw" : "+S" (a.si), "+c" (a.cx) : "d" (0x300)
+                   : "memory" );
+    print_after("OUTSW", &ow, &a, 1);
+
+    a.di = (uintptr_t)&iw;
+    a.cx = 7;
+    asm volatile ( "insw" : "+D" (a.di), "+c" (a.cx) : "d" (0x300)
+                   : "memory" );
+    print_after("INSW", &iw, &a, 0);
+    printf("INSW %04x\n", iw);
+
+    /* DF set: from the last element down. */
+    a.si = (uintptr_t)&ol[1];
+    a.cx = 2;
+    asm volatile ( "std; rep outsl; cld" : "+S" (a.si), "+c" (a.cx)
+                   : "d" (0x300) : "memory", "cc" );
+    print_after("STD_REP_OUTSL", ol, &a, 1);
+
+    a.di = (uintptr_t)&il[1];
+    a.cx = 2;
+    asm volatile ( "std; rep insl; cld" : "+D" (a.di), "+c" (a.cx)
+                   : "d" (0x300) : "memory", "cc" );
+    print_after("STD_REP_INSL", il, &a, 0);
+    printf("INSL %08x %08x\n", il[0], il[1]);
+
+    check(bp_stop_trap(h, 0x300, 0x303), "bp_stop_trap");
+    bp_close(h);
+    return 0;
+}
+
+static void *thread_io(void *arg)
+{
+    unsigned int i;
+
+    for ( i = 0; i < 10; i++ )
+        outb((uint8_t)(uintptr_t)arg, SCRATCH);
+    (void)inb(SCRATCH);
+    return NULL;
+}
+
+static int threads(int n, int rounds)
+{
+    bp_handle *h = open_or_die();
+    pthread_t t[64];
+    int r, i;
+
+    if ( n > 64 )
+        n = 64;
+    for ( r = 0; r < rounds; r++ )
+    {
+        for ( i = 0; i < n; i++ )
+            if ( pthread_create(&t[i], NULL, thread_io, (void *)(uintptr_t)i) )
+                return 1;
+        for ( i = 0; i < n; i++ )
+            pthread_join(t[i], NULL);
+        printf("ROUND %d OK\n", r + 1);
+        fflush(stdout);
+    }
+    bp_close(h);
+    return 0;
+}
+
+static int two_handles(void)
+{
+    bp_handle *h1 = open_or_die(), *h2 = open_or_die();
+
+    check(bp_start_trap(h2, 0x3f8, 0x3ff), "bp_start_trap");
+    bp_close(h1);
+    outb(0x3c, SCRATCH);
+    printf("AFTER_CLOSE 0x%02x\n", inb(SCRATCH));
+    check(bp_stop_trap(h2, 0x3f8, 0x3ff), "bp_stop_trap");
+    bp_close(h2);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *c = argc > 1 ? argv[1] : "";
+
+    if ( !strcmp(c, "passthrough") )
+        return passthrough();
+    if ( !strcmp(c, "strings") )
+        return strings();
+    if ( !strcmp(c, "threads") && argc == 4 )
+        return threads(atoi(argv[2]), atoi(argv[3]));
+    if ( !strcmp(c, "two-handles") )
+        return two_handles();
+    fprintf(stderr, "usage: sim_guest passthrough|strings|threads N ROUNDS|"
+            "two-handles\n");
+    return 2;
+}
