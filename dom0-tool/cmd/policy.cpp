@@ -13,7 +13,9 @@ void setup_policy(CLI::App& app, Globals& g, Runner& run) {
     auto domain = std::make_shared<std::string>();
     auto allow = std::make_shared<std::vector<std::string>>();
     auto revoke = std::make_shared<std::vector<std::string>>();
-    c->add_option("domain", *domain, "guest domain, by name or id")->required();
+    c->add_option("domain", *domain, "guest domain, by name or id")
+        ->required()
+        ->check(non_empty("domain"));
     c->add_option("--allow", *allow, "ranges to allow, e.g. 0x3f8-0x3ff,0x70-0x71");
     c->add_option("--revoke", *revoke, "ranges to revoke (traps outside the policy are dropped)");
     c->add_option("--backend", g.backend, "hypervisor: sim or xen")->check(CLI::IsMember({"sim", "xen"}));

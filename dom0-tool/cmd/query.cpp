@@ -13,7 +13,8 @@ void setup_query(CLI::App& app, Globals& g, Runner& run) {
     auto format = std::make_shared<std::string>("table");
     c->add_option("sql", *sql, "the SQL statement")->required();
     c->add_option("--db", g.db, "trace DB file");
-    c->add_option("--format", *format, "table, csv or json");
+    c->add_option("--format", *format, "table, csv or json")
+        ->check(CLI::IsMember({"table", "csv", "json"}));
     c->callback([&g, &run, sql, format] {
         run = [&g, sql, format] {
             Format f = parse_format(*format);
