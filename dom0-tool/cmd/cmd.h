@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -34,7 +35,9 @@ CLI::Validator seconds_in(double lo, double hi);
 CLI::Validator non_empty(const std::string& what);
 
 // Sends one command line to the daemon; returns its reply without the
-// final OK line.  Throws UserError for ERR replies or no daemon.
-std::string daemon_request(const std::string& socket, const std::string& line);
+// final OK line.  Throws UserError for ERR replies, no daemon, or no whole
+// answer within timeout.
+std::string daemon_request(const std::string& socket, const std::string& line,
+                           std::chrono::milliseconds timeout);
 
 } // namespace busprof
