@@ -2,6 +2,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -24,8 +26,18 @@ void setup_stats(CLI::App& app, Globals& g, Runner& run);
 void setup_query(CLI::App& app, Globals& g, Runner& run);
 void setup_demo(CLI::App& app, Globals& g, Runner& run);
 
+// Option checks (args.cpp).  A value they refuse is a CLI::ValidationError,
+// which main reports as busprof's own error.
+// Decimal or 0x hex, no sign, within [lo, hi]; passed on in decimal.
+CLI::Validator integer_in(uint64_t lo, uint64_t hi, const std::string& unit = {});
+// A finite decimal number within [lo, hi].
+CLI::Validator seconds_in(double lo, double hi);
+CLI::Validator non_empty(const std::string& what);
+
 // Sends one command line to the daemon; returns its reply without the
-// final OK line.  Throws UserError for ERR replies or no daemon.
-std::string daemon_request(const std::string& socket, const std::string& line);
+// final OK line.  Throws UserError for ERR replies, no daemon, or no whole
+// answer within timeout.
+std::string daemon_request(const std::string& socket, const std::string& line,
+                           std::chrono::milliseconds timeout);
 
 } // namespace busprof

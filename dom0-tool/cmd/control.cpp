@@ -5,25 +5,84 @@
 
 #include <cstdio>
 #include <cstring>
+#include <poll.h>
 #include <unistd.h>
 
 namespace busprof {
 
-std::string daemon_request(const std::string& socket, const std::string& line) {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string seconds_text(std::chrono::milliseconds t) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g s", static_cast<double>(t.count()) / 1000);
+    return buf;
+}
+
+[[noreturn]] void no_answer(const std::string& socket, std::chrono::milliseconds timeout) {
+    throw UserError("the daemon at " + socket + " did not answer within " + seconds_text(timeout),
+                    "it may be stuck or serving a slow client; check its output, or wait longer "
+                    "with --timeout SECONDS");
+}
+
+// Waits for fd to become ready for events before the deadline.
+bool wait_for(int fd, short events, Clock::time_point deadline) {
+    for (;;) {
+        auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+        if (left.count() <= 0)
+            return false;
+        pollfd p{fd, events, 0};
+        int n = ::poll(&p, 1, static_cast<int>(left.count()));
+        if (n > 0)
+            return true;
+        if (n < 0 && errno != EINTR)
+            throw_errno("poll");
+    }
+}
+
+} // namespace
+
+std::string daemon_request(const std::string& socket, const std::string& line,
+                           std::chrono::milliseconds timeout) {
+    auto deadline = Clock::now() + timeout;
     FD sock;
     try {
-        sock = unix_connect(socket, SOCK_STREAM);
+        sock = unix_connect(socket, SOCK_STREAM, timeout);
     } catch (const SystemError& e) {
+        // A full listen backlog: the daemon is there but does not accept.
+        if (e.err() == EAGAIN)
+            no_answer(socket, timeout);
         throw UserError("no busprof daemon at " + socket + " (" + std::strerror(e.err()) + ")",
                         "start one with 'busprof daemon DOMAIN', or pass its --socket");
     }
     int fd = sock.get();
     std::string req = line + "\n", reply;
-    (void)!::write(fd, req.data(), req.size());
+    for (size_t off = 0; off < req.size();) {
+        if (!wait_for(fd, POLLOUT, deadline))
+            no_answer(socket, timeout);
+        // MSG_NOSIGNAL: a daemon that hangs up early is an error to report,
+        // not a SIGPIPE to die of.
+        ssize_t n = ::send(fd, req.data() + off, req.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno != EINTR && errno != EAGAIN)
+            throw UserError("the daemon at " + socket + " closed the connection (" +
+                            std::strerror(errno) + ")");
+        if (n > 0)
+            off += static_cast<size_t>(n);
+    }
     char buf[4096];
-    ssize_t n;
-    while ((n = ::read(fd, buf, sizeof(buf))) > 0)
-        reply.append(buf, static_cast<size_t>(n));
+    for (;;) {
+        if (!wait_for(fd, POLLIN, deadline))
+            no_answer(socket, timeout);
+        ssize_t n = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n == 0)
+            break;
+        if (n > 0)
+            reply.append(buf, static_cast<size_t>(n));
+        else if (errno != EINTR && errno != EAGAIN)
+            throw UserError("the daemon at " + socket + " closed the connection (" +
+                            std::strerror(errno) + ")");
+    }
     if (reply.rfind("ERR ", 0) == 0) {
         std::string msg = reply.substr(4), hint;
         auto h = msg.find("\nHINT ");
@@ -53,11 +112,16 @@ void setup_control(CLI::App& app, Globals& g, Runner& run) {
         {"flush", "wait until everything the daemon recorded so far is in the trace DB"}};
     for (auto& [name, help] : cmds) {
         auto* c = app.add_subcommand(name, help);
+        auto timeout_s = std::make_shared<double>(5);
         c->add_option("--socket", g.socket, "control socket of the daemon");
+        c->add_option("--timeout", *timeout_s, "give up when the daemon has not answered by then")
+            ->capture_default_str()
+            ->check(seconds_in(0.001, 3600));
         std::string cmd = name;
-        c->callback([&g, &run, cmd] {
-            run = [&g, cmd] {
-                std::fputs(daemon_request(g.socket, cmd).c_str(), stdout);
+        c->callback([&g, &run, cmd, timeout_s] {
+            run = [&g, cmd, timeout_s] {
+                auto t = std::chrono::milliseconds(static_cast<int64_t>(*timeout_s * 1000));
+                std::fputs(daemon_request(g.socket, cmd, t).c_str(), stdout);
                 return EXIT_SUCCESS;
             };
         });

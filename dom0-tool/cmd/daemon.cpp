@@ -12,7 +12,9 @@ void setup_daemon(CLI::App& app, Globals& g, Runner& run) {
     auto* c = app.add_subcommand("daemon", "profile a guest domain: serve its trapped port I/O");
     auto cfg = std::make_shared<DaemonConfig>();
     auto duration_s = std::make_shared<double>(0);
-    c->add_option("domain", cfg->domain, "guest domain, by name or id")->required();
+    c->add_option("domain", cfg->domain, "guest domain, by name or id")
+        ->required()
+        ->check(non_empty("domain"));
     c->add_option("--backend", g.backend, "hypervisor: sim or xen")->check(CLI::IsMember({"sim", "xen"}));
     c->add_option("--bus", cfg->bus, "where accesses happen: sim (device models) or port (real inb/outb)")
         ->check(CLI::IsMember({"sim", "port"}));
@@ -20,20 +22,25 @@ void setup_daemon(CLI::App& app, Globals& g, Runner& run) {
     c->add_option("--socket", g.socket, "control socket for pause/resume/stop/status");
     c->add_option("--sim-socket", g.sim_socket, "socket of the simulated hypervisor");
     c->add_option("--timeout-ms", cfg->timeout_ms, "longest a trapped access may wait for the daemon")
-        ->check(CLI::Range(1u, 60000u));
+        ->check(integer_in(1, 60000, "ms"));
     c->add_option("--queue", cfg->queue_capacity, "record queue capacity (transactions)")
-        ->check(CLI::Range(2ul, 1ul << 24));
+        ->check(integer_in(2, 1u << 24));
+    // 0 is the "not given" of the triggers, so N starts at 1.
     c->add_option("--start-after", cfg->triggers.start_after_accesses,
-                  "start recording after N accesses instead of at start_trap");
+                  "start recording after N accesses instead of at start_trap")
+        ->check(integer_in(1, INT64_MAX));
     c->add_flag("--manual-start", cfg->triggers.manual_start, "start recording only on 'busprof resume'");
     c->add_flag("--stop-on-stop-trap", cfg->triggers.stop_on_stop_trap,
                 "stop when the guest removes its last trapped range");
-    c->add_option("--stop-after", cfg->triggers.stop_after_records, "stop after N records");
+    c->add_option("--stop-after", cfg->triggers.stop_after_records, "stop after N records")
+        ->check(integer_in(1, INT64_MAX));
     c->add_option("--duration", *duration_s, "stop N seconds after recording starts")
-        ->check(CLI::PositiveNumber);
-    c->add_option("--uart-base", cfg->sim_bus.uart_base, "sim bus: base port of the 16550 UART");
+        ->check(seconds_in(1e-6, 1e9)); // 1e-12 would round to "no limit"
+    c->add_option("--uart-base", cfg->sim_bus.uart_base, "sim bus: base port of the 16550 UART")
+        ->check(integer_in(0, 0x10000 - 8, "its 8 ports must end by 0xffff"));
     c->add_option("--latency-ns", cfg->sim_bus.latency_ns,
-                  "sim bus: time each access to the latency device (0x300-0x30f) takes");
+                  "sim bus: time each access to the latency device (0x300-0x30f) takes")
+        ->check(integer_in(0, 3600'000'000'000, "ns, at most an hour"));
     run = nullptr;
     c->callback([&g, cfg, duration_s, &run] {
         run = [&g, cfg, duration_s] {

@@ -96,7 +96,7 @@ void setup_demo(CLI::App& app, Globals& g, Runner& run) {
     auto iterations = std::make_shared<unsigned>(300);
     c->add_option("--db", g.db, "trace DB file to create (replaced if it exists)");
     c->add_option("--iterations", *iterations, "loop count of the example driver")
-        ->check(CLI::Range(1u, 1000000u));
+        ->check(integer_in(1, 1000000));
     c->callback([&g, &run, iterations] {
         run = [&g, iterations] {
             std::string simxen = find_program("BUSPROF_SIMXEN", "busprof-simxen", "dom0-tool");

@@ -2,6 +2,7 @@
 #include "cmd.h"
 #include "error.h"
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 
@@ -12,13 +13,39 @@ std::string env_or(const char* name, const char* fallback) {
     return v && *v ? v : fallback;
 }
 
+// CLI11's parse errors in busprof's format: busprof(1) promises
+// "busprof: error:", a HINT and exit 1 for every mistake.
+int parse_error(CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
+    if (e.get_exit_code() == 0) // --help, --help-all, --version
+        return app.exit(e);
+    std::string where = "busprof";
+    for (auto* sub : app.get_subcommands())
+        where += " " + sub->get_name();
+    std::string msg = e.what();
+    if (where == "busprof" && dynamic_cast<const CLI::RequiredError*>(&e)) {
+        if (argc < 2)
+            msg = "no subcommand given";
+        else if (argv[1][0] != '-')
+            msg = std::string("unknown subcommand '") + argv[1] + "'";
+        else // busprof itself has no options but --help and --version
+            msg = std::string("unknown option '") + argv[1] + "' before the subcommand";
+    }
+    std::fprintf(stderr, "busprof: error: %s\nHINT: see '%s --help'\n", msg.c_str(), where.c_str());
+    return EXIT_FAILURE;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
     using namespace busprof;
+    // A peer that hangs up is reported where it happens (EPIPE), for the
+    // daemon and every client alike.
+    std::signal(SIGPIPE, SIG_IGN);
+
     CLI::App app{"busprof: code-based bus performance analysis for Xen"};
     app.require_subcommand(1);
     app.set_help_all_flag("--help-all", "show help for every subcommand");
+    app.set_version_flag("--version", "busprof " BUSPROF_VERSION);
     Globals g;
     g.db = env_or("BUSPROF_DB", "busprof.db");
     g.socket = env_or("BUSPROF_SOCKET", "/run/busprof/busprof.sock");
@@ -38,7 +65,7 @@ int main(int argc, char** argv) {
         app.parse(argc, argv);
         return run ? run() : EXIT_SUCCESS;
     } catch (const CLI::ParseError& e) {
-        return app.exit(e);
+        return parse_error(app, e, argc, argv);
     } catch (const UserError& e) {
         std::fprintf(stderr, "busprof: error: %s\n", e.what());
         if (!e.hint().empty())

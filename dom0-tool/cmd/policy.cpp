@@ -2,7 +2,7 @@
 #include "cmd.h"
 #include "error.h"
 #include "hv.h"
-#include "simxen.h"
+#include "ranges.h"
 
 #include <cstdio>
 
@@ -13,32 +13,45 @@ void setup_policy(CLI::App& app, Globals& g, Runner& run) {
     auto domain = std::make_shared<std::string>();
     auto allow = std::make_shared<std::vector<std::string>>();
     auto revoke = std::make_shared<std::vector<std::string>>();
-    c->add_option("domain", *domain, "guest domain, by name or id")->required();
+    c->add_option("domain", *domain, "guest domain, by name or id")
+        ->required()
+        ->check(non_empty("domain"));
     c->add_option("--allow", *allow, "ranges to allow, e.g. 0x3f8-0x3ff,0x70-0x71");
     c->add_option("--revoke", *revoke, "ranges to revoke (traps outside the policy are dropped)");
     c->add_option("--backend", g.backend, "hypervisor: sim or xen")->check(CLI::IsMember({"sim", "xen"}));
     c->add_option("--sim-socket", g.sim_socket, "socket of the simulated hypervisor");
     c->callback([&g, &run, domain, allow, revoke] {
-        run = [&g, domain, allow, revoke] {
+        // Every range is checked before the hypervisor is asked anything, so a
+        // typo in the second item cannot leave the first one applied.
+        auto parse = [](const std::vector<std::string>& specs) {
+            std::vector<std::pair<std::string, PortRange>> out;
+            for (auto& spec : specs)
+                for (auto r : parse_port_ranges(spec))
+                    out.emplace_back(spec, r);
+            return out;
+        };
+        auto to_allow = parse(*allow), to_revoke = parse(*revoke);
+        run = [&g, domain, to_allow, to_revoke] {
             auto hv = make_hypervisor(g.backend, g.sim_socket);
             DomainInfo d = hv->lookup(*domain);
-            auto apply = [&](const std::vector<std::string>& specs, unsigned cmd) {
-                for (auto& spec : specs)
-                    for (auto r : sim::parse_port_ranges(spec)) {
-                        xen_busprof_policy p{};
-                        p.domid = d.domid;
-                        p.first = r.first;
-                        p.last = r.last;
-                        long rc = hv->op(cmd, &p, sizeof(p));
-                        if (rc < 0)
-                            throw UserError("cannot " +
-                                                std::string(cmd == XEN_BUSPROF_policy_allow ? "allow" : "revoke") +
-                                                " ports " + spec + " for " + d.name + ": " + op_error(rc),
-                                            rc == -ENOSPC ? "at most 16 disjoint ranges per domain" : "");
-                    }
+            auto apply = [&](const std::vector<std::pair<std::string, PortRange>>& ranges,
+                             unsigned cmd) {
+                for (auto& [spec, r] : ranges) {
+                    xen_busprof_policy p{};
+                    p.domid = d.domid;
+                    p.first = r.first;
+                    p.last = r.last;
+                    long rc = hv->op(cmd, &p, sizeof(p));
+                    if (rc < 0)
+                        throw UserError(
+                            "cannot " +
+                                std::string(cmd == XEN_BUSPROF_policy_allow ? "allow" : "revoke") +
+                                " ports " + spec + " for " + d.name + ": " + op_error(rc),
+                            rc == -ENOSPC ? "at most 16 disjoint ranges per domain" : "");
+                }
             };
-            apply(*allow, XEN_BUSPROF_policy_allow);
-            apply(*revoke, XEN_BUSPROF_policy_revoke);
+            apply(to_allow, XEN_BUSPROF_policy_allow);
+            apply(to_revoke, XEN_BUSPROF_policy_revoke);
 
             xen_busprof_query q{};
             q.domid = d.domid;

@@ -11,14 +11,22 @@ void setup_query(CLI::App& app, Globals& g, Runner& run) {
     auto* c = app.add_subcommand("query", "run SQL on a trace DB (read-only)");
     auto sql = std::make_shared<std::string>();
     auto format = std::make_shared<std::string>("table");
-    c->add_option("sql", *sql, "the SQL statement")->required();
+    auto timeout_s = std::make_shared<double>(10);
+    c->add_option("sql", *sql, "the SQL statement (one, and only one that reads)")->required();
     c->add_option("--db", g.db, "trace DB file");
-    c->add_option("--format", *format, "table, csv or json");
-    c->callback([&g, &run, sql, format] {
-        run = [&g, sql, format] {
+    c->add_option("--format", *format, "table, csv or json")
+        ->check(CLI::IsMember({"table", "csv", "json"}));
+    c->add_option("--timeout", *timeout_s, "stop the query after this many seconds")
+        ->capture_default_str()
+        ->check(seconds_in(0.001, 86400));
+    c->callback([&g, &run, sql, format, timeout_s] {
+        run = [&g, sql, format, timeout_s] {
             Format f = parse_format(*format);
             Db db = Db::open(g.db, false);
-            print_query(db.get(), *sql, f, std::cout);
+            QueryLimits limits;
+            limits.read_only = true;
+            limits.timeout = std::chrono::milliseconds(static_cast<int64_t>(*timeout_s * 1000));
+            print_query(db.get(), *sql, f, std::cout, limits);
             return EXIT_SUCCESS;
         };
     });

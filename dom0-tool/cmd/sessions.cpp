@@ -11,7 +11,8 @@ void setup_sessions(CLI::App& app, Globals& g, Runner& run) {
     auto* c = app.add_subcommand("sessions", "list the profiling sessions in a trace DB");
     auto format = std::make_shared<std::string>("table");
     c->add_option("--db", g.db, "trace DB file");
-    c->add_option("--format", *format, "table, csv or json");
+    c->add_option("--format", *format, "table, csv or json")
+        ->check(CLI::IsMember({"table", "csv", "json"}));
     c->callback([&g, &run, format] {
         run = [&g, format] {
             Db db = Db::open(g.db, false);

@@ -21,8 +21,9 @@ void setup_stats(CLI::App& app, Globals& g, Runner& run) {
     auto format = std::make_shared<std::string>("table");
     auto domid = std::make_shared<int>(-1);
     c->add_option("--db", g.db, "trace DB file");
-    c->add_option("--domid", *domid, "only this domain")->check(CLI::Range(0, 0x7fef));
-    c->add_option("--format", *format, "table, csv or json");
+    c->add_option("--domid", *domid, "only this domain")->check(integer_in(0, 0x7fef));
+    c->add_option("--format", *format, "table, csv or json")
+        ->check(CLI::IsMember({"table", "csv", "json"}));
     c->callback([&g, &run, format, domid] {
         run = [&g, format, domid] {
             Db db = Db::open(g.db, false);

@@ -12,21 +12,14 @@
 
 namespace busprof {
 
-bool control_peer_allowed(int fd) {
-    ucred cr{};
-    socklen_t len = sizeof(cr);
-    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0)
-        return false;
-    return cr.uid == 0 || cr.uid == ::geteuid();
-}
-
 ControlServer::ControlServer(const std::string& path, Handler handler, int client_deadline_ms)
     : path_(path), handler_(std::move(handler)), deadline_ms_(client_deadline_ms) {
     try {
         listen_ = unix_listen(path_, SOCK_STREAM);
     } catch (const SystemError& e) {
-        throw UserError("cannot listen on " + path_ + ": " + std::strerror(e.err()),
-                        "does its directory exist? choose another with --socket");
+        throw UserError("cannot listen on " + path_ + ": " + e.what(),
+                        e.err() == ENOENT ? "does its directory exist? choose another with --socket"
+                                          : "choose another path with --socket");
     }
     wake_ = FD(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!wake_)
@@ -110,7 +103,7 @@ void ControlServer::run() {
         if (p[1].revents & POLLIN) {
             FD c(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
             if (c) {
-                if (!control_peer_allowed(c.get()))
+                if (!peer_allowed(c.get()))
                     reply(c.get(), "ERR permission denied: only root or the daemon's user may"
                                    " control it\n");
                 else

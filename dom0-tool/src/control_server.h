@@ -35,8 +35,4 @@ class ControlServer {
     std::thread thread_;
 };
 
-// Whether the peer of a connected UNIX socket may control the daemon:
-// root, or the daemon's own user.
-bool control_peer_allowed(int fd);
-
 } // namespace busprof

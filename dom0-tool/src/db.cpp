@@ -18,6 +18,11 @@ static std::string dir_of(const std::string& path) {
 }
 
 Db Db::open(const std::string& path, bool writable) {
+    // busprof's mark in the SQLite header ("BPrf"), and the schema version
+    // this busprof writes (PRAGMA user_version; schema/busprof.sql).
+    constexpr int64_t kApplicationId = 0x42507266;
+    constexpr int64_t kSchemaVersion = 2;
+
     if (path.empty())
         throw UserError("no trace DB path given", "pass --db FILE");
     std::string dir = dir_of(path);
@@ -43,16 +48,70 @@ Db Db::open(const std::string& path, bool writable) {
         throw UserError("cannot open trace DB " + path + ": " +
                         (raw ? sqlite3_errmsg(raw) : sqlite3_errstr(rc)));
     sqlite3_busy_timeout(raw, 5000);
+
+    // Whose file it is, read before anything is written: WAL mode and the
+    // schema would otherwise change a DB that is not busprof's.
+    enum class Kind { empty, busprof, unmarked_busprof, foreign };
+    auto identify = [&] {
+        if (db.scalar("PRAGMA application_id") == kApplicationId)
+            return Kind::busprof;
+        if (db.scalar("PRAGMA application_id") != 0)
+            return Kind::foreign;
+        if (db.scalar("SELECT count(*) FROM sqlite_master") == 0)
+            return Kind::empty;
+        // Written before busprof marked its files.
+        if (db.scalar(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'") &&
+            db.scalar("SELECT count(*) FROM meta WHERE key = 'created_by' AND value = 'busprof'"))
+            return Kind::unmarked_busprof;
+        return Kind::foreign;
+    };
+    auto check = [&](Kind k) {
+        if (k == Kind::foreign)
+            throw UserError("trace DB " + path + " is not a busprof trace DB",
+                            "it is an SQLite file of another program; busprof leaves it alone. "
+                            "Choose another --db path");
+        if (k == Kind::empty && !writable)
+            throw UserError("trace DB " + path + " is empty",
+                            "run 'busprof daemon' or 'busprof demo' to record into it");
+        int64_t v = db.scalar("PRAGMA user_version");
+        if (v > kSchemaVersion)
+            throw UserError("trace DB " + path + " has schema version " + std::to_string(v) +
+                                "; this busprof knows up to version " +
+                                std::to_string(kSchemaVersion),
+                            "it was written by a newer busprof: use that one");
+    };
     try {
+        check(identify());
         if (writable) {
             db.exec("PRAGMA journal_mode=WAL");
             db.exec("PRAGMA synchronous=NORMAL");
-            db.exec(kSchemaSql);
-            db.exec("INSERT OR IGNORE INTO meta VALUES ('schema_version', '2'),"
-                    " ('clock', 'CLOCK_MONOTONIC ns of dom0'), ('created_by', 'busprof')");
-        } else {
-            db.scalar("SELECT count(*) FROM sqlite_master");
+            // Another busprof may initialise the same new file concurrently.
+            db.exec("BEGIN IMMEDIATE");
+            try {
+                Kind k = identify();
+                check(k);
+                // Tables of an older schema lack columns this one writes.
+                if (k != Kind::empty && db.scalar("PRAGMA user_version") < kSchemaVersion)
+                    throw UserError("trace DB " + path + " has schema version " +
+                                        std::to_string(db.scalar("PRAGMA user_version")) +
+                                        " of an older busprof; this one writes version " +
+                                        std::to_string(kSchemaVersion),
+                                    "record into a new --db file; busprof still reads this one");
+                db.exec(kSchemaSql);
+                db.exec("PRAGMA application_id = " + std::to_string(kApplicationId));
+                if (k == Kind::empty)
+                    db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
+                db.exec("INSERT OR IGNORE INTO meta VALUES ('schema_version', '2'),"
+                        " ('clock', 'CLOCK_MONOTONIC ns of dom0'), ('created_by', 'busprof')");
+                db.exec("COMMIT");
+            } catch (...) {
+                sqlite3_exec(raw, "ROLLBACK", nullptr, nullptr, nullptr);
+                throw;
+            }
         }
+    } catch (const UserError&) {
+        throw;
     } catch (const std::exception& e) {
         throw UserError("trace DB " + path + " is not usable: " + e.what(),
                         "is it a busprof trace DB?");

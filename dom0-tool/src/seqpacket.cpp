@@ -4,7 +4,10 @@
 
 #include <cstring>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 namespace busprof {
 
@@ -17,32 +20,97 @@ static sockaddr_un make_addr(const std::string& path) {
     return addr;
 }
 
-FD unix_connect(const std::string& path, int type) {
+FD unix_connect(const std::string& path, int type, std::chrono::milliseconds timeout) {
     FD fd(::socket(AF_UNIX, type | SOCK_CLOEXEC, 0));
     if (!fd)
         throw_errno("socket");
+    if (timeout.count() > 0) {
+        // On AF_UNIX, connect() waits for room in the backlog up to SO_SNDTIMEO.
+        timeval tv{static_cast<time_t>(timeout.count() / 1000),
+                   static_cast<suseconds_t>(timeout.count() % 1000 * 1000)};
+        if (::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0)
+            throw_errno("setsockopt SO_SNDTIMEO");
+    }
     sockaddr_un addr = make_addr(path);
-    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0)
+    int rc;
+    do
+        rc = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    while (rc < 0 && errno == EINTR);
+    if (rc < 0)
         throw_errno("connect " + path);
     return fd;
 }
 
+namespace {
+
+enum class PathState { absent, stale_socket };
+
+// What is at path, for a listener about to take it.  Throws if it must be
+// left alone.
+PathState check_path(const std::string& path) {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) < 0) {
+        if (errno == ENOENT)
+            return PathState::absent;
+        throw_errno("stat " + path);
+    }
+    if (!S_ISSOCK(st.st_mode))
+        throw SystemError(path + " exists and is not a socket", EEXIST);
+    // Someone listens there (or might: a full backlog, a socket we may not
+    // use): not ours to take.
+    for (int type : {SOCK_STREAM, SOCK_SEQPACKET, SOCK_DGRAM}) {
+        FD probe(::socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+        if (!probe)
+            throw_errno("socket");
+        sockaddr_un addr = make_addr(path);
+        if (::connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 ||
+            errno == EAGAIN)
+            throw SystemError(path + " is in use by a running server", EADDRINUSE);
+        if (errno == EPROTOTYPE)
+            continue; // a socket of another type answers its own probe
+        if (errno != ECONNREFUSED)
+            throw SystemError("probing " + path, errno);
+    }
+    return PathState::stale_socket;
+}
+
+} // namespace
+
 FD unix_listen(const std::string& path, int type) {
+    make_addr(path);
+    PathState was = check_path(path);
     FD fd(::socket(AF_UNIX, type | SOCK_CLOEXEC, 0));
     if (!fd)
         throw_errno("socket");
-    // Bind under a temporary name and rename once listening.
-    std::string tmp = path + ".new";
+    // A name of our own next to path: an existing file there is refused by
+    // bind, never removed.
+    std::string tmp = path + "." + std::to_string(::getpid()) + ".new";
     sockaddr_un addr = make_addr(tmp);
-    ::unlink(tmp.c_str());
     if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0)
         throw_errno("bind " + tmp);
-    if (::listen(fd.get(), 64) < 0 || ::rename(tmp.c_str(), path.c_str()) < 0) {
-        int err = errno;
-        ::unlink(tmp.c_str());
+    // Before listen(), nobody can connect: the mode is right by the time
+    // anyone could, whatever the umask.
+    int rc = ::chmod(tmp.c_str(), 0600);
+    if (rc == 0)
+        rc = ::listen(fd.get(), 64);
+    // link() fails if something appeared at path meanwhile; a stale socket
+    // checked above is replaced atomically.
+    if (rc == 0)
+        rc = was == PathState::absent ? ::link(tmp.c_str(), path.c_str())
+                                      : ::rename(tmp.c_str(), path.c_str());
+    int err = errno;
+    ::unlink(tmp.c_str());
+    if (rc < 0)
         throw SystemError("listen " + path, err);
-    }
     return fd;
+}
+
+bool peer_allowed(int sock) {
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    if (::getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || len != sizeof(cred))
+        return false;
+    return cred.uid == 0 || cred.uid == ::geteuid();
 }
 
 void send_msg(int sock, const void* buf, size_t len, const std::vector<int>& fds) {

@@ -3,17 +3,30 @@
 
 #include "fd.h"
 
+#include <chrono>
 #include <string>
 #include <sys/socket.h>
 #include <vector>
 
 namespace busprof {
 
-// UNIX sockets of type SOCK_SEQPACKET or SOCK_STREAM.  A listening socket's
-// path appears only once it listens, so a client that sees it can connect.
-// Throw SystemError.
-FD unix_connect(const std::string& path, int type);
+// UNIX sockets of type SOCK_SEQPACKET or SOCK_STREAM.  Throw SystemError.
+//
+// unix_connect: with a timeout, a listener whose backlog stays full fails
+// with EAGAIN instead of blocking.
+//
+// unix_listen: the socket file is mode 0600 whatever the umask, and its path
+// appears only once it listens, so a client that sees it can connect.  It
+// replaces only a stale socket (one that refuses connections); any other
+// file at path fails with EEXIST, a socket someone listens on with
+// EADDRINUSE, and nothing at path is touched.
+FD unix_connect(const std::string& path, int type,
+                std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 FD unix_listen(const std::string& path, int type);
+
+// Whether the process at the other end of a connected UNIX socket may use
+// a busprof server: root, or the user this process runs as.
+bool peer_allowed(int sock);
 inline FD seqpacket_connect(const std::string& path) { return unix_connect(path, SOCK_SEQPACKET); }
 inline FD seqpacket_listen(const std::string& path) { return unix_listen(path, SOCK_SEQPACKET); }
 

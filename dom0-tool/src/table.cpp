@@ -3,6 +3,10 @@
 #include "error.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <string_view>
 #include <vector>
 
 namespace busprof {
@@ -17,8 +21,61 @@ Format parse_format(const std::string& s) {
     throw UserError("unknown output format '" + s + "'", "use table, csv or json");
 }
 
-static std::string csv_field(const std::string& v) {
-    if (v.find_first_of(",\"\n") == std::string::npos)
+namespace {
+
+// Rows are held until the statement finishes (see print_query); past this
+// a runaway query would take the machine's memory before its timeout.
+constexpr size_t kMaxResultBytes = size_t{256} << 20;
+
+struct Cell {
+    int type; // SQLITE_INTEGER, _FLOAT, _TEXT, _BLOB, _NULL
+    std::string text;
+};
+
+// The shortest text that reads back as the same double; always with a '.'
+// or an exponent so that a REAL still looks like one.
+std::string real_text(double d) {
+    if (std::isinf(d))
+        return d > 0 ? "Inf" : "-Inf"; // as SQLite prints them
+    char buf[64];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), d);
+    std::string s(buf, ec == std::errc() ? end : buf);
+    if (s.find_first_of(".en") == std::string::npos)
+        s += ".0";
+    return s;
+}
+
+std::string hex_text(const void* p, int n) {
+    static const char digits[] = "0123456789ABCDEF";
+    std::string s;
+    s.reserve(static_cast<size_t>(n) * 2);
+    for (int i = 0; i < n; i++) {
+        unsigned char b = static_cast<const unsigned char*>(p)[i];
+        s += digits[b >> 4];
+        s += digits[b & 15];
+    }
+    return s;
+}
+
+Cell read_cell(sqlite3_stmt* st, int i) {
+    int t = sqlite3_column_type(st, i);
+    switch (t) {
+    case SQLITE_NULL:
+        return {t, {}};
+    case SQLITE_FLOAT:
+        return {t, real_text(sqlite3_column_double(st, i))};
+    case SQLITE_BLOB:
+        return {t, hex_text(sqlite3_column_blob(st, i), sqlite3_column_bytes(st, i))};
+    default: {
+        // With its length: TEXT may hold NUL bytes.
+        auto* p = reinterpret_cast<const char*>(sqlite3_column_text(st, i));
+        return {t, std::string(p ? p : "", static_cast<size_t>(sqlite3_column_bytes(st, i)))};
+    }
+    }
+}
+
+std::string csv_field(const std::string& v) {
+    if (v.find_first_of(",\"\r\n") == std::string::npos)
         return v;
     std::string o = "\"";
     for (char c : v)
@@ -26,53 +83,251 @@ static std::string csv_field(const std::string& v) {
     return o + "\"";
 }
 
-static std::string json_string(const std::string& v) {
+// Length of the valid UTF-8 sequence at s[i], or 0 if it is not one
+// (overlong forms, surrogates and code points above U+10FFFF included).
+size_t utf8_length(std::string_view s, size_t i) {
+    auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+    unsigned char c = b(0);
+    size_t n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 0;
+    if (n == 0 || c > 0xf4 || i + n > s.size())
+        return 0;
+    for (size_t k = 1; k < n; k++)
+        if ((b(k) & 0xc0) != 0x80)
+            return 0;
+    uint32_t cp = c & (0x7f >> n);
+    for (size_t k = 1; k < n; k++)
+        cp = cp << 6 | (b(k) & 0x3f);
+    static const uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return n;
+}
+
+// JSON must be valid UTF-8: a byte that is not part of a valid sequence
+// becomes U+FFFD, as it would in any JSON library in its lenient mode.
+std::string json_string(std::string_view v) {
     std::string o = "\"";
-    for (char c : v) {
-        if (c == '"' || c == '\\')
-            o += '\\', o += c;
-        else if (c == '\n')
+    for (size_t i = 0; i < v.size();) {
+        unsigned char c = static_cast<unsigned char>(v[i]);
+        if (c >= 0x80) {
+            size_t n = utf8_length(v, i);
+            if (n) {
+                o.append(v.substr(i, n));
+                i += n;
+            } else {
+                o += "\\ufffd";
+                i++;
+            }
+            continue;
+        }
+        i++;
+        switch (c) {
+        case '"':
+            o += "\\\"";
+            break;
+        case '\\':
+            o += "\\\\";
+            break;
+        case '\b':
+            o += "\\b";
+            break;
+        case '\f':
+            o += "\\f";
+            break;
+        case '\n':
             o += "\\n";
-        else if (static_cast<unsigned char>(c) < 0x20)
-            o += ' ';
-        else
-            o += c;
+            break;
+        case '\r':
+            o += "\\r";
+            break;
+        case '\t':
+            o += "\\t";
+            break;
+        default:
+            if (c < 0x20) {
+                char buf[8];
+                std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+                o += buf;
+            } else {
+                o += static_cast<char>(c);
+            }
+        }
     }
     return o + "\"";
 }
 
-size_t print_query(sqlite3* db, const std::string& sql, Format f, std::ostream& out) {
+std::string json_value(const Cell& c) {
+    switch (c.type) {
+    case SQLITE_NULL:
+        return "null";
+    case SQLITE_INTEGER:
+        return c.text;
+    case SQLITE_FLOAT:
+        return c.text == "Inf" || c.text == "-Inf" ? "null" : c.text; // JSON has no infinity
+    default:
+        return json_string(c.text);
+    }
+}
+
+// ------------------------------------------------------------ limits
+
+// Pragmas that only report.  Those in with_arg take a table or index name
+// (or a check's row limit); any other pragma given a value sets something.
+bool pragma_allowed(const char* name, const char* arg) {
+    static const char* const with_arg[] = {
+        "table_info",       "table_xinfo",       "index_info",      "index_xinfo", "index_list",
+        "foreign_key_list", "foreign_key_check", "integrity_check", "quick_check"};
+    static const char* const no_arg[] = {
+        "application_id",  "user_version",   "schema_version", "data_version",  "page_count",
+        "page_size",       "freelist_count", "encoding",       "auto_vacuum",   "foreign_keys",
+        "compile_options", "database_list",  "collation_list", "function_list", "module_list",
+        "pragma_list",     "table_list",     "cache_size",     "busy_timeout",  "query_only"};
+    if (!name)
+        return false;
+    auto in = [&](const auto& list) {
+        return std::any_of(std::begin(list), std::end(list),
+                           [&](const char* p) { return sqlite3_stricmp(p, name) == 0; });
+    };
+    return in(with_arg) || (!arg && in(no_arg));
+}
+
+struct Guard {
+    std::string refused; // what the authorizer refused, for the message
+    std::chrono::steady_clock::time_point deadline;
+    bool timed_out = false;
+};
+
+int authorize(void* ctx, int action, const char* a1, const char* a2, const char*, const char*) {
+    auto* g = static_cast<Guard*>(ctx);
+    switch (action) {
+    case SQLITE_ATTACH:
+    case SQLITE_DETACH:
+        g->refused = action == SQLITE_ATTACH ? "ATTACH" : "DETACH";
+        return SQLITE_DENY;
+    case SQLITE_PRAGMA:
+        if (pragma_allowed(a1, a2))
+            return SQLITE_OK;
+        g->refused = std::string("PRAGMA ") + (a1 ? a1 : "") + (a2 ? " with a value" : "");
+        return SQLITE_DENY;
+    default:
+        return SQLITE_OK;
+    }
+}
+
+int progress(void* ctx) {
+    auto* g = static_cast<Guard*>(ctx);
+    if (std::chrono::steady_clock::now() < g->deadline)
+        return 0;
+    g->timed_out = true;
+    return 1;
+}
+
+// Installs the guard on the connection for one statement.
+class Limiter {
+  public:
+    Limiter(sqlite3* db, const QueryLimits& l, Guard& g) : db_(db) {
+        if (l.read_only)
+            sqlite3_set_authorizer(db_, authorize, &g);
+        if (l.timeout.count() > 0) {
+            g.deadline = std::chrono::steady_clock::now() + l.timeout;
+            sqlite3_progress_handler(db_, 1000, progress, &g);
+        }
+    }
+    ~Limiter() {
+        sqlite3_set_authorizer(db_, nullptr, nullptr);
+        sqlite3_progress_handler(db_, 0, nullptr, nullptr);
+    }
+    Limiter(const Limiter&) = delete;
+    Limiter& operator=(const Limiter&) = delete;
+
+  private:
+    sqlite3* db_;
+};
+
+const char* const kSchemaHint = "see docs/schema.md for the tables and columns";
+const char* const kReadOnlyHint =
+    "busprof query only reads; to change or copy a trace DB, use the sqlite3 shell on a copy";
+
+void check_nothing_follows(sqlite3* db, const char* tail) {
+    while (*tail) {
+        sqlite3_stmt* next = nullptr;
+        const char* rest = nullptr;
+        int rc = sqlite3_prepare_v2(db, tail, -1, &next, &rest);
+        sqlite3_finalize(next);
+        if (rc != SQLITE_OK || next)
+            throw UserError("more than one SQL statement given",
+                            "busprof query runs one statement; run each on its own");
+        if (rest == tail)
+            break;
+        tail = rest;
+    }
+}
+
+sqlite3_stmt* prepare(sqlite3* db, const std::string& sql, const QueryLimits& l, Guard& g) {
     sqlite3_stmt* st = nullptr;
-    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) != SQLITE_OK)
-        throw UserError(std::string("SQL error: ") + sqlite3_errmsg(db),
-                        "see docs/schema.md for the tables and columns");
+    const char* tail = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), static_cast<int>(sql.size()), &st, &tail) !=
+        SQLITE_OK) {
+        if (!g.refused.empty())
+            throw UserError("SQL error: " + g.refused + " is not allowed", kReadOnlyHint);
+        throw UserError(std::string("SQL error: ") + sqlite3_errmsg(db), kSchemaHint);
+    }
+    if (!st)
+        throw UserError("no SQL statement given",
+                        "e.g. busprof query \"SELECT count(*) FROM transactions\"");
+    try {
+        if (l.read_only)
+            check_nothing_follows(db, tail);
+        if (l.read_only && !sqlite3_stmt_readonly(st))
+            throw UserError("SQL error: the statement would write (" +
+                                std::string(sqlite3_sql(st)).substr(0, 40) + ")",
+                            kReadOnlyHint);
+    } catch (...) {
+        sqlite3_finalize(st);
+        throw;
+    }
+    return st;
+}
+
+std::string seconds_text(std::chrono::milliseconds ms) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g s", static_cast<double>(ms.count()) / 1000);
+    return buf;
+}
+
+} // namespace
+
+size_t print_query(sqlite3* db, const std::string& sql, Format f, std::ostream& out,
+                   const QueryLimits& limits) {
+    Guard guard;
+    Limiter lim(db, limits, guard);
+    sqlite3_stmt* st = prepare(db, sql, limits, guard);
     int n = sqlite3_column_count(st);
     std::vector<std::string> names;
     for (int i = 0; i < n; i++)
         names.push_back(sqlite3_column_name(st, i));
-    std::vector<std::vector<std::string>> rows;
-    std::vector<std::vector<int>> types;
+    std::vector<std::vector<Cell>> rows;
+    size_t bytes = 0;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        std::vector<std::string> row;
-        std::vector<int> ty;
+        std::vector<Cell> row;
         for (int i = 0; i < n; i++) {
-            int t = sqlite3_column_type(st, i);
-            const unsigned char* txt = sqlite3_column_text(st, i);
-            if (t == SQLITE_FLOAT) {
-                char buf[64];
-                std::snprintf(buf, sizeof(buf), "%.1f", sqlite3_column_double(st, i));
-                row.push_back(buf);
-            } else {
-                row.push_back(txt ? reinterpret_cast<const char*>(txt) : "");
-            }
-            ty.push_back(t);
+            row.push_back(read_cell(st, i));
+            bytes += row.back().text.size() + sizeof(Cell);
         }
         rows.push_back(std::move(row));
-        types.push_back(std::move(ty));
+        if (bytes > kMaxResultBytes) {
+            sqlite3_finalize(st);
+            throw UserError("the result is larger than " + std::to_string(kMaxResultBytes >> 20) +
+                                " MiB",
+                            "narrow the query with WHERE or LIMIT");
+        }
     }
     std::string err = rc == SQLITE_DONE ? "" : sqlite3_errmsg(db);
     sqlite3_finalize(st);
+    if (guard.timed_out)
+        throw UserError("the query did not finish within " + seconds_text(limits.timeout),
+                        "narrow it (WHERE, LIMIT), or allow it longer with --timeout SECONDS");
     if (!err.empty())
         throw UserError("SQL error: " + err);
 
@@ -83,7 +338,7 @@ size_t print_query(sqlite3* db, const std::string& sql, Format f, std::ostream& 
         out << "\n";
         for (auto& r : rows) {
             for (int i = 0; i < n; i++)
-                out << (i ? "," : "") << csv_field(r[i]);
+                out << (i ? "," : "") << csv_field(r[i].text);
             out << "\n";
         }
         break;
@@ -91,16 +346,8 @@ size_t print_query(sqlite3* db, const std::string& sql, Format f, std::ostream& 
         out << "[";
         for (size_t j = 0; j < rows.size(); j++) {
             out << (j ? ",\n " : "\n ") << "{";
-            for (int i = 0; i < n; i++) {
-                out << (i ? ", " : "") << json_string(names[i]) << ": ";
-                int t = types[j][i];
-                if (t == SQLITE_NULL)
-                    out << "null";
-                else if (t == SQLITE_INTEGER || t == SQLITE_FLOAT)
-                    out << rows[j][i];
-                else
-                    out << json_string(rows[j][i]);
-            }
+            for (int i = 0; i < n; i++)
+                out << (i ? ", " : "") << json_string(names[i]) << ": " << json_value(rows[j][i]);
             out << "}";
         }
         out << (rows.empty() ? "]\n" : "\n]\n");
@@ -110,18 +357,18 @@ size_t print_query(sqlite3* db, const std::string& sql, Format f, std::ostream& 
         for (int i = 0; i < n; i++) {
             w[i] = names[i].size();
             for (auto& r : rows)
-                w[i] = std::max(w[i], r[i].size());
+                w[i] = std::max(w[i], r[i].text.size());
         }
-        auto line = [&](const std::vector<std::string>& r) {
+        auto line = [&](auto&& cell) {
             for (int i = 0; i < n; i++) {
-                std::string v = r[i];
+                const std::string& v = cell(i);
                 out << (i ? "  " : "") << std::string(w[i] - v.size(), ' ') << v;
             }
             out << "\n";
         };
-        line(names);
+        line([&](int i) -> const std::string& { return names[i]; });
         for (auto& r : rows)
-            line(r);
+            line([&](int i) -> const std::string& { return r[i].text; });
         break;
     }
     }

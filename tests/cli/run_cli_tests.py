@@ -8,6 +8,9 @@ import subprocess
 import sys
 import tempfile
 
+# A sanitizer build reports into the output of a run that may still pass.
+SANITIZER = re.compile(r"runtime error:|AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer")
+
 
 def parse(path):
     tests, cur = [], None
@@ -57,6 +60,8 @@ def main():
                 errors.append(f"exit {r.returncode}, expected {t['exit']}")
             errors += [f"no match for /{e}/" for e in t["expect"] if not re.search(e, out)]
             errors += [f"unwanted match for /{e}/" for e in t["expect_not"] if re.search(e, out)]
+            if SANITIZER.search(out):
+                errors.append("sanitizer report in the output")
             if errors:
                 failed += 1
                 print(f"FAIL {t['name']}: " + "; ".join(errors))

@@ -20,7 +20,7 @@
 --   after which Xen dropped the domain's traps (no stop_trap marker).
 
 INSERT INTO meta (key, value) VALUES
-    ('schema_version', '1'),
+    ('schema_version', '2'),
     ('clock', 'CLOCK_MONOTONIC'),
     ('created_by', 'tests/sql/fixture.sql');
 

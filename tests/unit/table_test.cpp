@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -93,11 +95,10 @@ TEST_F(Table, CsvOfNoRowsIsTheHeaderOnly) {
 
 TEST_F(Table, JsonIsAnArrayOfObjectsWithTypedValues) {
     std::string out = print("SELECT port, name, ns, note FROM t ORDER BY port", Format::json);
-    EXPECT_EQ(out,
-              "[\n"
-              " {\"port\": 112, \"name\": \"cmos\", \"ns\": 20.0, \"note\": \"x\"},\n"
-              " {\"port\": 1016, \"name\": \"uart\", \"ns\": 1.5, \"note\": null}\n"
-              "]\n");
+    EXPECT_EQ(out, "[\n"
+                   " {\"port\": 112, \"name\": \"cmos\", \"ns\": 20.0, \"note\": \"x\"},\n"
+                   " {\"port\": 1016, \"name\": \"uart\", \"ns\": 1.5, \"note\": null}\n"
+                   "]\n");
 }
 
 TEST_F(Table, JsonKeepsNumbersInTextColumnsQuoted) {
@@ -141,6 +142,145 @@ TEST_F(Table, FloatsArePrintedWithOneDecimal) {
     auto l = lines(print("SELECT 2.0 AS a, 1234.5 AS b, 3 AS c", Format::csv));
     ASSERT_EQ(l.size(), 2u);
     EXPECT_EQ(l[1], "2.0,1234.5,3");
+}
+
+// Golden output for values that %.1f and hand-made escaping used to lose.
+TEST_F(Table, RealsPrintAsTheShortestTextThatReadsBackTheSameDouble) {
+    auto l =
+        lines(print("SELECT 0.123456 AS a, 1e-9 AS b, 0.1 + 0.2 AS c, 1e300 AS d, "
+                    "123456789012345678.0 AS e, -2.5e-300 AS f, 100.0 AS g, -0.0 AS h, 1e17 AS i",
+                    Format::csv));
+    ASSERT_EQ(l.size(), 2u);
+    EXPECT_EQ(l[1], "0.123456,1e-09,0.30000000000000004,1e+300,123456789012345680.0,"
+                    "-2.5e-300,100.0,-0.0,1e+17");
+}
+
+TEST_F(Table, JsonRealsAreExactNumbersAndInfinityIsNull) {
+    EXPECT_EQ(print("SELECT 0.123456 AS a, 1e-9 AS b, 1e999 AS c, -1e999 AS d", Format::json),
+              "[\n {\"a\": 0.123456, \"b\": 1e-09, \"c\": null, \"d\": null}\n]\n");
+    EXPECT_EQ(print("SELECT 1e999 AS c", Format::csv), "c\nInf\n");
+}
+
+TEST_F(Table, JsonEscapesEveryControlCharacter) {
+    std::string out = print("SELECT char(1) || char(8) || char(9) || char(10) || char(12) || "
+                            "char(13) || char(31) || char(127) || '/' AS s",
+                            Format::json);
+    EXPECT_EQ(out, "[\n {\"s\": \"\\u0001\\b\\t\\n\\f\\r\\u001f\x7f/\"}\n]\n");
+}
+
+TEST_F(Table, JsonKeepsNulBytesInsideText) {
+    EXPECT_EQ(print("SELECT 'a' || char(0) || 'b' AS s", Format::json),
+              "[\n {\"s\": \"a\\u0000b\"}\n]\n");
+}
+
+TEST_F(Table, JsonKeepsValidUtf8AndReplacesInvalidBytes) {
+    EXPECT_EQ(print("SELECT 'é€😀' AS s", Format::json), "[\n {\"s\": \"é€😀\"}\n]\n");
+    // A lone continuation byte, an overlong '/', a surrogate, a cut-off sequence.
+    EXPECT_EQ(print("SELECT CAST(x'41ff42c0af43eda08044e282' AS TEXT) AS s", Format::json),
+              "[\n {\"s\": \"A\\ufffdB\\ufffd\\ufffdC\\ufffd\\ufffd\\ufffdD\\ufffd\\ufffd\"}\n]\n");
+}
+
+TEST_F(Table, BlobsPrintAsHex) {
+    EXPECT_EQ(print("SELECT x'00ff10' AS b, x'' AS e", Format::csv), "b,e\n00FF10,\n");
+    EXPECT_EQ(print("SELECT x'00ff10' AS b", Format::json), "[\n {\"b\": \"00FF10\"}\n]\n");
+}
+
+TEST_F(Table, CsvQuotesCarriageReturns) {
+    EXPECT_EQ(print("SELECT 'a' || char(13) || 'b' AS s", Format::csv), "s\n\"a\rb\"\n");
+}
+
+TEST_F(Table, NullIsEmptyInCsvAndTableAndNullInJson) {
+    EXPECT_EQ(print("SELECT NULL AS n, 1 AS i", Format::csv), "n,i\n,1\n");
+    EXPECT_EQ(print("SELECT NULL AS n", Format::json), "[\n {\"n\": null}\n]\n");
+    EXPECT_EQ(print("SELECT NULL AS n", Format::table), "n\n \n");
+}
+
+// ------------------------------------------------ SQL from the command line
+
+class UserQuery : public Table {
+  protected:
+    QueryLimits limits() {
+        QueryLimits l;
+        l.read_only = true;
+        l.timeout = std::chrono::milliseconds(5000);
+        return l;
+    }
+    // The UserError's message, or "" if the query ran.
+    std::string refusal(const std::string& sql, QueryLimits l) {
+        std::ostringstream o;
+        try {
+            print_query(db, sql, Format::csv, o, l);
+        } catch (const UserError& e) {
+            EXPECT_TRUE(o.str().empty());
+            EXPECT_FALSE(e.hint().empty()) << e.what();
+            return e.what();
+        }
+        return "";
+    }
+    std::string refusal(const std::string& sql) { return refusal(sql, limits()); }
+};
+
+TEST_F(UserQuery, ASelectRuns) {
+    EXPECT_EQ(refusal("SELECT count(*) FROM t"), "");
+    EXPECT_EQ(refusal("WITH x(n) AS (SELECT 1) SELECT n FROM x;"), "");
+    EXPECT_EQ(refusal("SELECT 1; -- a comment after the statement"), "");
+}
+
+TEST_F(UserQuery, VacuumIntoIsRefusedAndWritesNoFile) {
+    std::string path = ::testing::TempDir() + "busprof-vacuum-copy.db";
+    std::remove(path.c_str());
+    EXPECT_NE(refusal("VACUUM INTO '" + path + "'").find("would write"), std::string::npos);
+    EXPECT_NE(std::fopen(path.c_str(), "r") == nullptr, false) << path << " was written";
+}
+
+TEST_F(UserQuery, WritesAreRefused) {
+    exec("CREATE INDEX t_port ON t(port)");
+    for (const char* sql :
+         {"DELETE FROM t", "INSERT INTO t VALUES (1, 'x', 1.0, NULL)", "CREATE TEMP TABLE x(a)",
+          "DROP TABLE t", "PRAGMA user_version = 5", "REINDEX", "ANALYZE"})
+        EXPECT_NE(refusal(sql), "") << sql;
+    EXPECT_EQ(refusal("SELECT count(*) FROM t", {}), ""); // the table is still there
+}
+
+TEST_F(UserQuery, AttachIsRefused) {
+    EXPECT_NE(refusal("ATTACH ':memory:' AS m").find("ATTACH"), std::string::npos);
+    EXPECT_NE(refusal("DETACH main"), "");
+}
+
+TEST_F(UserQuery, PragmasThatSetSomethingAreRefusedThoseThatReportRun) {
+    for (const char* sql :
+         {"PRAGMA query_only = 0", "PRAGMA writable_schema = 1", "PRAGMA journal_mode = DELETE",
+          "PRAGMA cache_size = 1", "PRAGMA optimize", "PRAGMA shrink_memory",
+          "PRAGMA wal_checkpoint", "PRAGMA incremental_vacuum"})
+        EXPECT_NE(refusal(sql), "") << sql;
+    for (const char* sql : {"PRAGMA table_info(t)", "PRAGMA user_version", "PRAGMA page_count",
+                            "PRAGMA integrity_check", "SELECT * FROM pragma_table_info('t')"})
+        EXPECT_EQ(refusal(sql), "") << sql;
+}
+
+TEST_F(UserQuery, ASecondStatementIsRefusedNotIgnored) {
+    EXPECT_NE(refusal("SELECT 1; DELETE FROM t").find("more than one"), std::string::npos);
+    EXPECT_NE(refusal("SELECT 1; SELECT 2").find("more than one"), std::string::npos);
+    EXPECT_NE(refusal("SELECT 1; nonsense").find("more than one"), std::string::npos);
+    EXPECT_EQ(refusal("SELECT count(*) FROM t", {}), "");
+    EXPECT_EQ(lines(print("SELECT count(*) AS n FROM t", Format::csv))[1], "2");
+}
+
+TEST_F(UserQuery, EmptySqlIsAClearError) {
+    for (const char* sql : {"", "   ", "-- only a comment", "/* */", ";"})
+        EXPECT_NE(refusal(sql).find("no SQL statement"), std::string::npos) << "'" << sql << "'";
+}
+
+TEST_F(UserQuery, ARunawayQueryIsInterruptedAtTheTimeout) {
+    QueryLimits l = limits();
+    l.timeout = std::chrono::milliseconds(200);
+    auto t0 = std::chrono::steady_clock::now();
+    std::string msg = refusal("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+                              "SELECT count(*) FROM c",
+                              l);
+    auto took = std::chrono::steady_clock::now() - t0;
+    EXPECT_NE(msg.find("did not finish within 0.2 s"), std::string::npos) << msg;
+    EXPECT_LT(took, std::chrono::seconds(3));
 }
 
 TEST_F(Table, AnSqlErrorIsAUserErrorWithTheMessage) {

@@ -1,0 +1,62 @@
+// Checks of option values, shared by the subcommands.
+#include "cmd.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+namespace busprof {
+
+namespace {
+
+std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
+
+} // namespace
+
+// CLI11 converts with strtoull(s, 0), which wraps "-1" to 2^64-1, reads
+// "010" as octal and skips leading blanks: the value is checked here and
+// handed on in decimal.
+CLI::Validator integer_in(uint64_t lo, uint64_t hi, const std::string& unit) {
+    auto desc = "an integer from " + std::to_string(lo) + " to " + std::to_string(hi) +
+                (unit.empty() ? "" : " (" + unit + ")");
+    return CLI::Validator(
+        [lo, hi, desc](std::string& s) -> std::string {
+            bool hex = s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+            const char* digits = hex ? "0123456789abcdefABCDEF" : "0123456789";
+            if (s.size() == (hex ? 2u : 0u) ||
+                s.find_first_not_of(digits, hex ? 2 : 0) != std::string::npos)
+                return in_quotes(s) + " is not " + desc;
+            errno = 0;
+            unsigned long long v = std::strtoull(s.c_str() + (hex ? 2 : 0), nullptr, hex ? 16 : 10);
+            if (errno == ERANGE || v < lo || v > hi)
+                return in_quotes(s) + " is not " + desc;
+            s = std::to_string(v);
+            return {};
+        },
+        "INTEGER");
+}
+
+CLI::Validator seconds_in(double lo, double hi) {
+    char desc[96];
+    std::snprintf(desc, sizeof(desc), "a number of seconds from %g to %g", lo, hi);
+    return CLI::Validator(
+        [lo, hi, d = std::string(desc)](std::string& s) -> std::string {
+            char* end = nullptr;
+            errno = 0;
+            // strtod would also take blanks, hex, "inf" and "nan".
+            double v = s.empty() || s.find_first_not_of("0123456789.eE+-") != std::string::npos
+                           ? NAN
+                           : std::strtod(s.c_str(), &end);
+            if (!end || *end || errno == ERANGE || !std::isfinite(v) || v < lo || v > hi)
+                return in_quotes(s) + " is not " + d;
+            return {};
+        },
+        "SECONDS");
+}
+
+CLI::Validator non_empty(const std::string& what) {
+    return CLI::Validator(
+        [what](std::string& s) -> std::string { return s.empty() ? "empty " + what : ""; }, "");
+}
+
+} // namespace busprof

@@ -1,0 +1,130 @@
+// Db::open (dom0-tool/src/db.cpp) on files that are not busprof's.
+#include "db.h"
+#include "error.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace busprof {
+namespace {
+
+namespace fs = std::filesystem;
+
+class DbIdentity : public ::testing::Test {
+  protected:
+    fs::path dir;
+
+    void SetUp() override {
+        dir = fs::temp_directory_path() /
+              ("busprof-db-identity-" + std::to_string(::getpid()) + "-" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        fs::remove_all(dir);
+        fs::create_directories(dir);
+    }
+    void TearDown() override { fs::remove_all(dir); }
+
+    std::string path(const char* name) { return (dir / name).string(); }
+
+    // Runs SQL with plain SQLite, as another program would.
+    static void sql(const std::string& file, const std::string& text) {
+        sqlite3* db = nullptr;
+        ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+        char* err = nullptr;
+        int rc = sqlite3_exec(db, text.c_str(), nullptr, nullptr, &err);
+        EXPECT_EQ(rc, SQLITE_OK) << (err ? err : "");
+        sqlite3_free(err);
+        sqlite3_close(db);
+    }
+    static int64_t number(const std::string& file, const std::string& text) {
+        sqlite3* db = nullptr;
+        sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+        sqlite3_stmt* st = nullptr;
+        sqlite3_prepare_v2(db, text.c_str(), -1, &st, nullptr);
+        int64_t v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+        return v;
+    }
+    static std::string refusal(const std::string& file, bool writable) {
+        try {
+            Db::open(file, writable);
+        } catch (const UserError& e) {
+            EXPECT_FALSE(e.hint().empty()) << e.what();
+            return e.what();
+        }
+        return "";
+    }
+};
+
+TEST_F(DbIdentity, ANewDbIsMarkedAsBusprofsWithItsSchemaVersion) {
+    std::string f = path("new.db");
+    Db::open(f, true);
+    EXPECT_EQ(number(f, "PRAGMA application_id"), 0x42507266);
+    EXPECT_EQ(number(f, "PRAGMA user_version"), 2);
+    EXPECT_EQ(refusal(f, false), "");
+    EXPECT_EQ(refusal(f, true), "");
+}
+
+TEST_F(DbIdentity, AnEmptyFileIsInitialised) {
+    std::string f = path("empty.db");
+    std::ofstream(f).close();
+    EXPECT_EQ(refusal(f, true), "");
+    EXPECT_EQ(number(f, "PRAGMA application_id"), 0x42507266);
+    EXPECT_EQ(number(f, "SELECT count(*) FROM sqlite_master WHERE name = 'transactions'"), 1);
+}
+
+TEST_F(DbIdentity, AnotherProgramsDbIsRefusedAndLeftUntouched) {
+    std::string f = path("other.db");
+    sql(f, "CREATE TABLE accounts(id INTEGER, owner TEXT); INSERT INTO accounts VALUES (1, 'x')");
+    auto size = fs::file_size(f);
+    EXPECT_NE(refusal(f, true).find("not a busprof trace DB"), std::string::npos);
+    EXPECT_NE(refusal(f, false).find("not a busprof trace DB"), std::string::npos);
+    EXPECT_EQ(number(f, "SELECT count(*) FROM sqlite_master"), 1); // no busprof tables added
+    EXPECT_EQ(number(f, "PRAGMA application_id"), 0);
+    EXPECT_EQ(fs::file_size(f), size);
+    EXPECT_FALSE(fs::exists(f + "-wal")); // not switched to WAL either
+}
+
+TEST_F(DbIdentity, ADbMarkedByAnotherApplicationIsRefused) {
+    std::string f = path("marked.db");
+    sql(f, "PRAGMA application_id = 1234; CREATE TABLE meta(key TEXT, value TEXT)");
+    EXPECT_NE(refusal(f, true).find("not a busprof trace DB"), std::string::npos);
+    EXPECT_NE(refusal(f, false).find("not a busprof trace DB"), std::string::npos);
+}
+
+TEST_F(DbIdentity, ANewerSchemaVersionIsRefused) {
+    std::string f = path("newer.db");
+    Db::open(f, true);
+    sql(f, "PRAGMA user_version = 3");
+    EXPECT_NE(refusal(f, true).find("schema version 3"), std::string::npos);
+    EXPECT_NE(refusal(f, false).find("schema version 3"), std::string::npos);
+}
+
+// Read as it is; not written to: its tables lack the columns of schema 2.
+TEST_F(DbIdentity, ADbOfAnOlderSchemaIsReadButNotWritten) {
+    std::string f = path("unmarked.db");
+    sql(f, "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+           "INSERT INTO meta VALUES ('created_by', 'busprof'), ('schema_version', '1')");
+    EXPECT_EQ(refusal(f, false), "");
+    EXPECT_NE(refusal(f, true).find("older busprof"), std::string::npos);
+    EXPECT_EQ(number(f, "PRAGMA application_id"), 0);
+}
+
+TEST_F(DbIdentity, ReadingAnEmptyDbIsAClearError) {
+    std::string f = path("empty-read.db");
+    std::ofstream(f).close();
+    EXPECT_NE(refusal(f, false).find("is empty"), std::string::npos);
+}
+
+TEST_F(DbIdentity, AFileThatIsNotSqliteIsRefused) {
+    std::string f = path("text.db");
+    std::ofstream(f) << "this is not an SQLite database, but long enough to have a header....\n";
+    EXPECT_NE(refusal(f, false), "");
+    EXPECT_NE(refusal(f, true), "");
+}
+
+} // namespace
+} // namespace busprof
