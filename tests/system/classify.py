@@ -17,6 +17,10 @@ Causes (a failed run may have several; the first in this order is its main one):
   timeout       QEMU's or a guest's time limit
   triple-fault  a guest died of a triple fault (Xen: "Triple fault") and failed
   domain-crash  Xen crashed a guest (domain_crash)
+  profiler-timeout  Xen detached the daemon: it answered a trapped access later than
+                its --timeout-ms (the guest then sees ENOENT/ENXIO)
+  stamp-order   the example driver found extracted records whose stamps are out of
+                order (t_trap <= t_bus_begin <= t_bus_end <= t_resume does not hold)
   check         the guests passed but check_trace.py refused the trace
   guest-fail    a guest failed for another reason (its console tells)
   no-result     dom0 never wrote its results (and nothing above explains it)
@@ -28,7 +32,8 @@ import re
 import sys
 
 ORDER = ["xen-crash", "asan", "daemon-segv", "xl-crash", "segv-other", "stall", "timeout",
-         "triple-fault", "domain-crash", "check", "guest-fail", "no-result", "other"]
+         "triple-fault", "domain-crash", "profiler-timeout", "stamp-order", "check", "guest-fail", "no-result",
+         "other"]
 RESULT_RANK = {"PASS": 0, "SKIP": 1, "ERROR": 2, "FAIL": 3}
 TYPES = [("bp-pv", "pv"), ("bp-pvh", "pvh"), ("bp-hvm", "hvm")]
 
@@ -88,7 +93,7 @@ def classify(d):
                                   for f in os.listdir(san)):
         causes.add("asan")
     procs = {p for p, _, _ in segv}
-    if "busprof" in procs or re.search(r"daemon for \S+ exited with (1[2-5]\d)", hooklog):
+    if "busprof" in procs or re.search(r"daemon for \S+ exited with (13[24569])\b", hooklog):
         causes.add("daemon-segv")
     if "xl" in procs or out["events"].get("xl-crash"):
         causes.add("xl-crash")
@@ -100,14 +105,21 @@ def classify(d):
         causes.add("timeout")
     failed_guests = {n: v for n, v in out["guests"].items() if v[0] != "PASS"}
     for n, (st, det) in failed_guests.items():
+        console = read(os.path.join(res, "guests", n + ".log"))
         if "timeout (" in det:
             causes.add("timeout")
         elif "triple fault" in det:
             causes.add("triple-fault")
+        elif re.search(r"EXTRACT .* [1-9]\d* out of order", console):
+            causes.add("stamp-order")
+    if re.search(r"Xen detached the profiler from domain \S+ after a timeout", hooklog + serial):
+        causes.add("profiler-timeout")
     if "domain_crash" in serial:
         causes.add("domain-crash")
     check_failed = bool(check) and not re.search(r"^\d+ passed, 0 failed", check, re.M)
-    if check_failed and all(st == "CHECK-FAIL" for st, _ in failed_guests.values()):
+    if re.search(r"EXTRACT .* [1-9]\d* out of order", serial):
+        causes.add("stamp-order")
+    if check_failed and summary and all(st == "CHECK-FAIL" for st, _ in failed_guests.values()):
         causes.add("check")
     status = read(os.path.join(res, "status.txt"))
     if not causes and failed_guests:
