@@ -59,6 +59,12 @@ def classify(d):
     out = {"dir": d, "guests": {}, "causes": [], "events": {}, "segfaults": [],
            "qemu_status": qst, "passed": False}
 
+    # dom0 never wrote its results (a hang): its console lines in the serial log
+    if not summary:
+        summary = "\n".join(m.group(1) for m in re.finditer(
+            r"RESULT ((?:PASS|SKIP|ERROR|FAIL) .*)", serial))
+    if not expected:
+        expected = sorted(set(re.findall(r"guest (bp-[\w-]+) \(\w+\): xl create", serial)))
     # guests: the last line per name (a retried guest reports once, at the end)
     for line in summary.splitlines():
         w = line.split(None, 2)
@@ -71,7 +77,9 @@ def classify(d):
         if st == "PASS":
             out["guests"][m.group(1)] = ("CHECK-FAIL", m.group(2))
 
-    # events
+    # events (from the serial log if dom0 never wrote its results)
+    if not events:
+        events = "\n".join(m.group(1) for m in re.finditer(r"EVENT (.*)", serial))
     for line in events.splitlines():
         w = line.split()
         if w:

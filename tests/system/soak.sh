@@ -40,6 +40,11 @@ ln -sfn "$(basename "$SOAK")" "$BUILD_DIR/soak/$variant-latest"
 export BUSPROF_SYSTEST_DIR=$WORK
 export BUSPROF_CACHE_DIR=${BUSPROF_CACHE_DIR:-$BUILD_DIR/system-test/cache}
 export BUSPROF_QUIET=1
+# Looser limits than a single run (never tighter): a soak runs for a long time on a
+# shared machine, and a slow run is not a crash. The hang watchdog is unchanged.
+export BUSPROF_QEMU_TIMEOUT=${BUSPROF_QEMU_TIMEOUT:-3000}
+export BUSPROF_GUEST_TIMEOUT=${BUSPROF_GUEST_TIMEOUT:-600}
+export BUSPROF_DOM0_ARGS="${BUSPROF_DOM0_ARGS:-} busprof.hooktimeout=2700"
 echo "soak: $RUNS run(s) of the system test, variant $variant (${ARGS[*]:-no options}); logs in $SOAK"
 
 dirs=()

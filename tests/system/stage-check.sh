@@ -44,7 +44,7 @@ mem_summary() {
             /^MemFree:/ { free = $2 } /^MemAvailable:/ { avail = $2 } /^Slab:/ { slab = $2 }
             /^--- processes/ { procs = 1; next }
             procs && NF == 4 { if ($2 == "busprof") bp += $3; else if ($2 == "xl") xl += $3;
-                               else if ($2 ~ /^qemu/) q += $3 }
+                               else if ($2 ~ /qemu/) q += $3 }
             END { printf "  %-16s %7.1f %7.1f %7.1f %6.1f %8.1f %6.1f %8.1f\n", label, up,
                   free / 1024, avail / 1024, slab / 1024, bp / 1024, xl / 1024, q / 1024 }' "$f"
     done
