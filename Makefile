@@ -2,7 +2,9 @@
 #   make demo   install what is missing, build, run the demo on the simulated hypervisor
 #   make test   install what is missing, build, run the test suite through ctest
 #   make test-sanitize  the fast suite built with ASan and UBSan (build-sanitize/)
-# Other targets: build, deps, system-test, bench, format, clean.
+# Other targets: build, deps, system-test, system-soak, asan, bench, format, clean.
+#   make system-test [ASAN=1] [BASELINE=1]   the real-Xen system test once
+#   make system-soak N=10 [ASAN=1] [BASELINE=1]   ... N times, with a table of causes
 
 BUILD ?= build
 JOBS ?= $(shell nproc)
@@ -10,7 +12,13 @@ CTEST_LABELS ?= fast|system
 DEPS = cmake g++ gcc make pkg-config python3 sqlite3 libsqlite3-dev libcli11-dev \
        libgtest-dev libgmock-dev libxen-dev
 
-.PHONY: demo test test-sanitize build deps system-test bench format clean
+.PHONY: demo test test-sanitize build deps asan system-test system-soak bench format clean
+
+N ?= 10
+# ASAN=1: dom0's busprof from the AddressSanitizer+UBSan build ($(BUILD)/asan);
+# BASELINE=1: the unpatched Xen without any busprof process (for comparison).
+SYSTEST_FLAGS = $(if $(filter 1,$(ASAN)),--asan) $(if $(filter 1,$(BASELINE)),--baseline)
+SYSTEST_DEPS = build $(if $(filter 1,$(ASAN)),asan)
 
 demo: build
 	$(BUILD)/dom0-tool/busprof demo --db busprof-demo.db
@@ -54,8 +62,18 @@ deps:
 	    fi; \
 	fi
 
-system-test: build
-	tests/system/busprof/system-test.sh
+# busprof (daemon and command) with AddressSanitizer and UBSan, the runtimes linked
+# statically so that it runs in the system test's dom0.
+asan: deps
+	cmake -S . -B $(BUILD)/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF \
+	    -DBUSPROF_SANITIZE=ON >/dev/null
+	cmake --build $(BUILD)/asan -j$(JOBS) --target busprof
+
+system-test: $(SYSTEST_DEPS)
+	BUILD_ASAN=$(abspath $(BUILD))/asan tests/system/busprof/system-test.sh $(SYSTEST_FLAGS)
+
+system-soak: $(SYSTEST_DEPS)
+	BUILD_ASAN=$(abspath $(BUILD))/asan tests/system/soak.sh -n $(N) $(SYSTEST_FLAGS)
 
 bench: build
 	$(BUILD)/tests/busprof-bench

@@ -19,7 +19,9 @@
 # --clean forces that.
 #
 # Environment: BUSPROF_XEN_CACHE, BUSPROF_DEBIAN_MIRROR (see fetch-source.sh),
-#   BUSPROF_XEN_WORK, BUSPROF_XEN_OUT, BUSPROF_JOBS (default: number of CPUs).
+#   BUSPROF_XEN_WORK, BUSPROF_XEN_OUT, BUSPROF_JOBS (default: number of CPUs),
+#   BUSPROF_XEN_SERIES (the series file, default xen-patches/series; /dev/null builds
+#   the pinned source unpatched: give it a work tree of its own).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -66,9 +68,10 @@ SRCVER=$(cat "$SRC/.busprof-source-version")
 
 # ---- the series ----------------------------------------------------------------------
 # Prints the patch file names of xen-patches/series, in order.
+SERIES=${BUSPROF_XEN_SERIES:-$HERE/series}
 series_patches() {
-    [ -f "$HERE/series" ] || return 0
-    sed -e 's/#.*//' -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//' "$HERE/series" | grep -v '^$' || true
+    [ -e "$SERIES" ] || return 0
+    sed -e 's/#.*//' -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//' "$SERIES" | grep -v '^$' || true
 }
 mapfile -t PATCHES < <(series_patches)
 for p in "${PATCHES[@]}"; do

@@ -7,7 +7,7 @@ SYS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd "$SYS_DIR/../.." && pwd)
 BUILD_DIR=${BUSPROF_BUILD_DIR:-$REPO_ROOT/build}
 OUT_DIR=${BUSPROF_SYSTEST_DIR:-$BUILD_DIR/system-test}
-CACHE_DIR=$OUT_DIR/cache
+CACHE_DIR=${BUSPROF_CACHE_DIR:-$OUT_DIR/cache}   # rootfs, kernel, apt lists (shareable between output dirs)
 STAGE_DIR=$OUT_DIR/stage           # per-run scratch (rootfs tree, initramfs trees)
 SUITE=$(sed -n 's/^SUITE=//p' "$REPO_ROOT/xen-patches/UPSTREAM")
 SUITE=${SUITE:-bookworm}

@@ -4,12 +4,15 @@
 # `make system-test`. See tests/system/README.md.
 #
 # usage: tests/system/run.sh [--bin-dir DIR] [--guests "pv pvh hvm"] [--hook FILE]
-#                            [--build-only] [--clean-xen]
+#                            [--baseline] [--build-only] [--clean-xen]
 #   --bin-dir DIRS  where the project's binaries are (busprof, busprof-example-driver):
 #                   a directory or a colon-separated list; same as BUSPROF_BIN_DIR.
 #                   Without it the placeholder guest program runs.
 #   --guests LIST   guest configs the default hook runs (BUSPROF_GUESTS)
 #   --hook FILE     dom0 hook installed as /busprof/dom0-test.sh (BUSPROF_DOM0_TEST)
+#   --baseline      boot the pinned Xen source WITHOUT xen-patches/ (its own work tree,
+#                   build/xen-work-unpatched), to compare failure rates with
+#                   the patched one (BUSPROF_BASELINE=1)
 #   --build-only    stages 1-4 only (no boot)
 #   --clean-xen     rebuild the hypervisor work tree from scratch
 # Needs root (debootstrap, chroot). Everything goes under <repo>/build/.
@@ -26,6 +29,7 @@ while [ $# -gt 0 ]; do
         --guests) export BUSPROF_GUESTS=$2; shift 2 ;;
         --guests=*) export BUSPROF_GUESTS=${1#*=}; shift ;;
         --hook) export BUSPROF_DOM0_TEST=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
+        --baseline) export BUSPROF_BASELINE=1; shift ;;
         --build-only) BUILD_ONLY=1; shift ;;
         --clean-xen) XEN_FLAGS=(--clean); shift ;;
         -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
@@ -70,6 +74,15 @@ print_times() {
 
 do_xen() {
     local lg=$OUT_DIR/xen-build.log
+    if [ "${BUSPROF_BASELINE:-0}" = 1 ]; then
+        # the same pinned source, no patch applied, in a work tree of its own
+        export BUSPROF_XEN_SERIES=/dev/null BUSPROF_XEN_WORK=$BUILD_DIR/xen-work-unpatched
+        echo "baseline: unpatched Xen (work tree $BUSPROF_XEN_WORK)"
+        echo unpatched > "$OUT_DIR/xen-variant.txt"
+    else
+        echo "patched: $(grep -cvE '^[[:space:]]*(#|$)' "$REPO_ROOT/xen-patches/series") patch(es) of xen-patches/series" > "$OUT_DIR/xen-variant.txt"
+    fi
+    export BUSPROF_XEN_OUT=$OUT_DIR/xen.elf
     if "$REPO_ROOT/xen-patches/build-xen.sh" "${XEN_FLAGS[@]}" > /dev/null 2> "$lg"; then
         grep -E '^build-xen:' "$lg" | tail -n 8
     else

@@ -12,6 +12,10 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ensure_cmds dpkg-deb:dpkg depmod:kmod modprobe:kmod cpio:cpio gzip:gzip file:file
+# the cache may be shared by several output directories (BUSPROF_CACHE_DIR, soak.sh)
+mkdir -p "$CACHE_DIR"
+exec 9> "$CACHE_DIR/.lock-$(basename "$0" .sh)"
+flock -n 9 || { log "waiting for another $(basename "$0") on $CACHE_DIR"; flock 9; }
 
 apt_private_bin
 # the versioned kernel package the meta package points at

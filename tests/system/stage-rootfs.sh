@@ -13,6 +13,10 @@ mapfile -t PKGS < <( { sed -e 's/#.*//' "$SYS_DIR/rootfs-packages.txt"; printf '
                     | tr -s ' \t' '\n' | grep -v '^$' | sort -u)
 KEY=$(printf 'suite=%s arch=%s variant=minbase v1\n%s\n' "$SUITE" "$ARCH" "${PKGS[*]}" | sha256sum | cut -c1-16)
 ROOTFS=$CACHE_DIR/rootfs-$KEY
+# the cache may be shared by several output directories (BUSPROF_CACHE_DIR, soak.sh)
+mkdir -p "$CACHE_DIR"
+exec 9> "$CACHE_DIR/.lock-$(basename "$0" .sh)"
+flock -n 9 || { log "waiting for another $(basename "$0") on $CACHE_DIR"; flock 9; }
 
 if [ -f "$ROOTFS/.busprof-rootfs-complete" ]; then
     log "rootfs cached: $ROOTFS"

@@ -1,16 +1,49 @@
 #!/bin/bash
 # make system-test: the example driver in real PVH and HVM guests on the patched Xen
 # under QEMU, profiled by busprof daemon --backend xen in dom0.
+#
+# usage: system-test.sh [--asan] [--baseline]
+#   --asan      dom0's busprof (daemon, policy, status) from the AddressSanitizer+UBSan
+#               build ($BUILD_ASAN, default build/asan; `make asan` makes it); any
+#               sanitizer report fails the run (BUSPROF_ASAN=1)
+#   --baseline  the comparison run: the same guests on the UNPATCHED Xen, no busprof
+#               process anywhere (busprof/dom0-baseline.sh: porttest in every guest)
+#               (BUSPROF_BASELINE=1)
+# Output goes to BUSPROF_SYSTEST_DIR (default build/system-test).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
-OUT=$ROOT/build/system-test
+BUILD_ASAN=${BUILD_ASAN:-$ROOT/build/asan}
+OUT=${BUSPROF_SYSTEST_DIR:-$ROOT/build/system-test}
 GUESTS=${BUSPROF_SYSTEM_GUESTS:-pv pvh hvm}
+ASAN=${BUSPROF_ASAN:-0}
+BASELINE=${BUSPROF_BASELINE:-0}
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --asan) ASAN=1 ;;
+        --baseline) BASELINE=1 ;;
+        *) echo "usage: $0 [--asan] [--baseline]" >&2; exit 2 ;;
+    esac
+    shift
+done
 
+if [ "$BASELINE" = 1 ]; then
+    unset BUSPROF_BIN_DIR BUSPROF_GUEST_PROGRAMS BUSPROF_DOM0_PROGRAMS
+    exec "$ROOT/tests/system/run.sh" --baseline --hook "$HERE/dom0-baseline.sh" --guests "$GUESTS"
+fi
+
+mkdir -p "$OUT"
+rm -f "$OUT/check.txt"
 bin=$OUT/bin
 rm -rf "$bin" && mkdir -p "$bin"
-cp "$BUILD/dom0-tool/busprof" "$BUILD/guest-lib/busprof-example-driver" \
+dom0_busprof=$BUILD/dom0-tool/busprof
+if [ "$ASAN" = 1 ]; then
+    dom0_busprof=$BUILD_ASAN/dom0-tool/busprof
+    [ -x "$dom0_busprof" ] || { echo "no $dom0_busprof: run 'make asan' first" >&2; exit 1; }
+    echo "dom0 busprof: AddressSanitizer+UBSan build $dom0_busprof"
+fi
+cp "$dom0_busprof" "$BUILD/guest-lib/busprof-example-driver" \
    "$BUILD/guest-lib/busprof-trap-probe" "$HERE/busprof-guest.sh" "$HERE/busprof-guest-pv.sh" "$bin/"
 
 rc=0
@@ -19,5 +52,5 @@ BUSPROF_GUEST_PROGRAMS="busprof-trap-probe busprof-guest.sh busprof-guest-pv.sh"
     --guests "$GUESTS" || rc=1
 names=()
 for g in $GUESTS; do [ "$g" = pv ] || names+=("bp-$g"); done  # PV: refusal checked in the guest
-python3 "$HERE/check_trace.py" "$OUT" "${names[@]}" || rc=1
+python3 "$HERE/check_trace.py" "$OUT" "${names[@]}" | tee "$OUT/check.txt" || rc=1
 exit $rc

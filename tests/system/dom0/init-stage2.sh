@@ -56,6 +56,13 @@ export BUSPROF_DIR=/busprof BUSPROF_BIN=/busprof/bin BUSPROF_RESULTS=$R BUSPROF_
 export BUSPROF_GUEST_KERNEL=/busprof/guest/vmlinuz BUSPROF_GUEST_INITRD=/busprof/guest/domU.cpio.gz
 export BUSPROF_GUESTS=${GUESTS:-pv pvh hvm} XL=/usr/lib/xen-4.17/bin/xl
 [ -n "$TMO" ] && export BUSPROF_GUEST_TIMEOUT=$TMO
+# Programs built with AddressSanitizer/UBSan (make system-test ASAN=1) write their
+# reports here; any report fails the run (stage-check.sh: cause asan).
+mkdir -p "$R/sanitizer"
+export ASAN_OPTIONS="log_path=$R/sanitizer/asan:abort_on_error=1:detect_leaks=0:disable_coredump=1:print_summary=1"
+export UBSAN_OPTIONS="log_path=$R/sanitizer/ubsan:print_stacktrace=1:halt_on_error=0"
+. /busprof/lib-dom0.sh
+snapshot start
 
 HOOK_RC=0
 if [ $RIG_RC = 0 ] && [ -x /busprof/dom0-test.sh ]; then
@@ -71,15 +78,22 @@ fi
 [ "$(cmdarg busprof.shell)" = 1 ] && { t "busprof.shell=1: shell on the console, exit to finish"; setsid -c bash -i 0<>/dev/hvc0 1>&0 2>&0; }
 
 # collect logs
+snapshot end
 xl list > "$R/xl-list-end.txt" 2>&1
 xl dmesg > "$R/xen-dmesg.log" 2>&1
 dmesg > "$R/dom0-dmesg.log" 2>&1
 mkdir -p "$R/var-log-xen"; cp -r /var/log/xen/. "$R/var-log-xen/" 2>/dev/null
 PASS=$(grep -c '^PASS ' "$R/summary.txt" 2>/dev/null); FAIL=$(grep -c '^FAIL ' "$R/summary.txt" 2>/dev/null)
+# The worst result wins, as in XTF: SUCCESS < SKIP < ERROR < FAILURE.
+WORST=SUCCESS
+grep -q '^SKIP ' "$R/summary.txt" 2>/dev/null && WORST=SKIP
+{ [ $RIG_RC != 0 ] || [ "$HOOK_RC" != 0 ] || [ "${PASS:-0}" = 0 ] || grep -q '^ERROR ' "$R/summary.txt" 2>/dev/null; } && WORST=ERROR
+[ "${FAIL:-0}" != 0 ] && WORST=FAILURE
+[ -n "$(ls -A "$R/sanitizer" 2>/dev/null)" ] && WORST=FAILURE
 RESULT=0
-[ $RIG_RC = 0 ] && [ "$HOOK_RC" = 0 ] && [ "${PASS:-0}" -gt 0 ] && [ "${FAIL:-0}" = 0 ] || RESULT=1
-printf 'hook_rc=%s\nrig_rc=%s\npass=%s\nfail=%s\nresult=%s\n' "$HOOK_RC" "$RIG_RC" "${PASS:-0}" "${FAIL:-0}" "$RESULT" > "$R/status.txt"
-t "BUSPROF-DONE result=$RESULT (hook rc=$HOOK_RC, $PASS pass, $FAIL fail)"
+[ $WORST = SUCCESS ] || RESULT=1
+printf 'hook_rc=%s\nrig_rc=%s\npass=%s\nfail=%s\nworst=%s\nresult=%s\n' "$HOOK_RC" "$RIG_RC" "${PASS:-0}" "${FAIL:-0}" "$WORST" "$RESULT" > "$R/status.txt"
+t "BUSPROF-DONE result=$RESULT worst=$WORST (hook rc=$HOOK_RC, $PASS pass, $FAIL fail)"
 
 # results -> second disk as a tar archive
 sync

@@ -15,12 +15,19 @@
 #   XL=/usr/lib/xen-4.17/bin/xl
 # Knobs of run_guest (set them in the hook): BUSPROF_SUCCESS_RE (^SCRATCH-OK),
 #   BUSPROF_MAP_IOPORTS (1: map PVH/HVM ioports 1:1; 0 when the patched Xen is to trap
-#   them), BUSPROF_GUEST_RETRIES (1), RUN_GUEST_HOOK (function NAME DOMID, called
+#   them), BUSPROF_GUEST_RETRIES (0: see run_guest), RUN_GUEST_HOOK (function NAME DOMID, called
 #   before the unpause, once per attempt), RUN_GUEST_RETRY_HOOK (function NAME, called
 #   before a retry, e.g. to stop the daemon RUN_GUEST_HOOK started).
-# Results: `report PASS|FAIL NAME [detail]` appends to $BUSPROF_RESULTS/summary.txt;
-# `expect NAME...` lists names that must get a PASS line (results/expected.txt), so a
-# hook that dies half-way is caught by the host even if it never reported a FAIL.
+# Results: `report PASS|SKIP|ERROR|FAIL NAME [detail]` appends to
+# $BUSPROF_RESULTS/summary.txt; the worst result wins, as in XTF (SUCCESS < SKIP <
+# ERROR < FAILURE): a SKIP is not a pass. `expect NAME...` lists names that must get a
+# PASS line (results/expected.txt), so a hook that dies half-way is caught by the host
+# even if it never reported a FAIL.
+# Diagnostics: `snapshot LABEL` saves dom0's memory (free, /proc/meminfo, RSS of every
+# process), dom0's dmesg and Xen's console ring (xl dmesg) under
+# $BUSPROF_RESULTS/snapshots/ (run_guest takes one 30 s into each guest and one after
+# it); `event KIND key=value...` appends to $BUSPROF_RESULTS/events.txt what the rig
+# saw (a triple fault, a crashed xl, a retry when enabled), so that nothing goes unseen.
 
 : "${BUSPROF_DIR:=/busprof}" "${BUSPROF_RESULTS:=$BUSPROF_DIR/results}" "${BUSPROF_CFG:=$BUSPROF_DIR/cfg}"
 : "${XL:=/usr/lib/xen-4.17/bin/xl}" "${BUSPROF_GUEST_TIMEOUT:=300}"
@@ -30,15 +37,44 @@ mkdir -p "$BUSPROF_RESULTS/guests"
 # bp_t MSG: a log line with dom0's uptime
 bp_t() { echo "[t=$(cut -d' ' -f1 /proc/uptime)] $*"; }
 
-# report PASS|FAIL NAME [detail...]
+# report PASS|SKIP|ERROR|FAIL NAME [detail...]
 report() {
     local st=$1 name=$2; shift 2
+    case "$st" in PASS|SKIP|ERROR|FAIL) ;; *) st=ERROR ;; esac
     echo "$st $name${*:+ $*}" >> "$BUSPROF_RESULTS/summary.txt"
     bp_t "RESULT $st $name${*:+ $*}"
 }
 
 # expect NAME...: these must each report PASS for the run to pass
 expect() { printf '%s\n' "$@" >> "$BUSPROF_RESULTS/expected.txt"; }
+
+# event KIND [key=value...]: one line in $BUSPROF_RESULTS/events.txt
+event() {
+    echo "$* t=$(cut -d' ' -f1 /proc/uptime)" >> "$BUSPROF_RESULTS/events.txt"
+    bp_t "EVENT $*"
+}
+
+# snapshot LABEL: dom0 memory and Xen's console ring now, in
+# $BUSPROF_RESULTS/snapshots/NN-LABEL.{mem,dom0-dmesg,xen-dmesg}
+snapshot() {
+    local dir=$BUSPROF_RESULTS/snapshots n f s
+    mkdir -p "$dir"
+    n=$(find "$dir" -name '*.mem' | wc -l)
+    f=$dir/$(printf %02d "$n")-$1
+    {
+        echo "label=$1 uptime=$(cut -d' ' -f1 /proc/uptime)"
+        busybox free -k 2>/dev/null || free -k 2>/dev/null
+        echo "--- /proc/meminfo"
+        cat /proc/meminfo
+        echo "--- processes: pid name rss_kB vmsize_kB"
+        for s in /proc/[0-9]*/status; do
+            awk '/^Name:/ { n = $2 } /^Pid:/ { p = $2 } /^VmRSS:/ { r = $2 } /^VmSize:/ { v = $2 }
+                 END { if (r != "") printf "%s %s %s %s\n", p, n, r, v }' "$s" 2>/dev/null
+        done | sort -k3,3nr
+    } > "$f.mem" 2>&1
+    dmesg > "$f.dom0-dmesg" 2>&1
+    timeout 20 "$XL" dmesg > "$f.xen-dmesg" 2>&1 || echo "xl dmesg failed: $?" >> "$f.xen-dmesg"
+}
 
 # cfg_value KEY CFG [override...]: the value of KEY (quotes stripped), the last
 # `KEY=...` override winning over the config file.
@@ -81,17 +117,19 @@ guest_log() {
 #   "BUSPROF-GUEST-EXIT ... rc=0" line; FAIL otherwise. Returns 0 on PASS.
 #   RUN_GUEST_HOOK, if set, names a function called as HOOK NAME DOMID after the
 #   mapping and before the unpause (e.g. to attach a daemon).
-#   A guest that dies of a triple fault BEFORE its init ran (a QEMU-TCG flake: about
-#   one PVH boot in six, one HVM boot in twenty; the guest program never ran, so
-#   nothing of busprof was exercised) is retried up to BUSPROF_GUEST_RETRIES times
-#   (default 1); the retry is logged and noted in the PASS/FAIL detail.
+#   No failure is retried by default (BUSPROF_GUEST_RETRIES=0): a retry claims that
+#   the failure is not busprof's, and the soak of the unpatched Xen without busprof
+#   has not shown it (tests/system/README.md, "Retries and the evidence for them").
+#   BUSPROF_GUEST_RETRIES=N retries a guest that died of a triple fault before its
+#   init ran, for diagnosis only; each retry is an `event` and noted in the detail.
 run_guest() {
-    local attempt=0 retries=${BUSPROF_GUEST_RETRIES:-1} note=""
+    local attempt=0 retries=${BUSPROF_GUEST_RETRIES:-0} note=""
     while :; do
         _run_guest_once "$@"
         if [ "$RG_STATUS" = retry ] && [ $attempt -lt "$retries" ]; then
             attempt=$((attempt + 1))
             note="retried $attempt× after: $RG_DETAIL"
+            event retry "name=$RG_NAME" "cause=${RG_CAUSE:-?}"
             bp_t "guest $RG_NAME: RETRY ($RG_DETAIL)"
             # RUN_GUEST_HOOK runs again for the new domain: let the hook clean up first
             [ -n "${RUN_GUEST_RETRY_HOOK:-}" ] && "$RUN_GUEST_RETRY_HOOK" "$RG_NAME"
@@ -106,16 +144,20 @@ run_guest() {
     report FAIL "$RG_NAME" "$RG_DETAIL${note:+ ($note)}"; return 1
 }
 
-# domain_exists NAME: 0 while it exists, 1 once xl says it does not.  xl
-# itself has crashed under emulation (SIGSEGV in ld.so); that proves nothing,
-# so ask again rather than take the guest for gone.
+# domain_exists NAME: 0 while it exists, 1 once xl says it does not.  xl itself
+# crashes in dom0 (status 127/134/139) during HVM boots on the patched Xen, also
+# with no busprof process running, and not on the unpatched Xen: a known bug of
+# the patch series, open in issue 6 (tests/system/README.md, "Known bug: xl
+# crashes").  Until it is fixed the rig asks again and logs each crash as an
+# xl-crash event, which the summary prints as KNOWN BUG.
 domain_exists() {
     local rc tries=0
     while :; do
         "$XL" domid "$1" >/dev/null 2>&1; rc=$?
         [ $rc -le 1 ] && return $rc
         tries=$((tries + 1))
-        bp_t "xl domid $1 failed with status $rc; asking again"
+        event xl-crash "cmd=domid" "name=$1" "status=$rc"
+        bp_t "xl domid $1 failed with status $rc; asking again (known bug, see README)"
         [ $tries -ge 5 ] && return 0
         sleep 1
     done
@@ -127,7 +169,7 @@ _run_guest_once() {
     local cfg=$1; shift
     local name type log out domid t0 i status=0 ovr=()
     name=$(cfg_value name "$cfg" "$@"); type=$(cfg_value type "$cfg" "$@")
-    RG_NAME=${name:-$(basename "$cfg" .cfg)}; RG_STATUS=fail; RG_DETAIL=""
+    RG_NAME=${name:-$(basename "$cfg" .cfg)}; RG_STATUS=fail; RG_DETAIL=""; RG_CAUSE=""
     [ -n "$name" ] || { RG_DETAIL="no name in $cfg"; return; }
     log=$(guest_log "$name" "$type")
     out=$BUSPROF_RESULTS/guests/$name
@@ -156,6 +198,7 @@ _run_guest_once() {
         sleep 0.5; i=$((i + 1))
         # heartbeat: the host's hang watchdog expects output at least every few minutes
         [ $((i % 60)) = 0 ] && bp_t "guest $name: still running ($((i / 2))s)"
+        [ $i = 60 ] && snapshot "$name-30s"
     done
     local secs
     secs=$(awk -v a="$t0" -v b="$(cut -d' ' -f1 /proc/uptime)" 'BEGIN { printf "%.1f", b - a }')
@@ -164,10 +207,12 @@ _run_guest_once() {
     cp "/var/log/xen/xl-$name.log" "$out.xl-daemon.log" 2>/dev/null || true
     cp "/var/log/xen/qemu-dm-$name.log" "$out.qemu-dm.log" 2>/dev/null || true
     echo "----- console of $name ($log):"; grep -v '^[[:space:]]*$' "$out.log" | tail -n 25; echo "-----"
+    snapshot "after-$name"
     local ok why triple=0 started=0
     ok=$(grep -E "$BUSPROF_SUCCESS_RE" "$out.log" | head -n1)
     "$XL" dmesg 2>/dev/null | grep -q "d${domid}v[0-9]* Triple fault" && triple=1
     grep -q 'BUSPROF-GUEST-START' "$out.log" && started=1
+    [ $triple = 1 ] && event triple-fault "name=$name" "domid=$domid" "guest_init_ran=$started"
     if [ $status = 2 ]; then
         RG_DETAIL="type=$type timeout (${secs}s)"
     elif [ -n "$ok" ] && grep -q 'BUSPROF-GUEST-EXIT .*rc=0' "$out.log"; then
@@ -178,6 +223,6 @@ _run_guest_once() {
         [ $triple = 1 ] && why="Xen: d$domid triple fault${why:+; $why}"
         [ $started = 1 ] || why="${why:+$why; }guest init never ran"
         RG_DETAIL="type=$type ${secs}s: no success line (${why:-empty console})"
-        [ $triple = 1 ] && [ $started = 0 ] && RG_STATUS=retry
+        [ $triple = 1 ] && [ $started = 0 ] && { RG_STATUS=retry; RG_CAUSE=triple-fault; }
     fi
 }
