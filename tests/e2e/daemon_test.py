@@ -7,7 +7,6 @@ clients) lose nothing silently and kill nothing.
 usage: daemon_test.py CASE --bin BUILD_DIR      (one case, as ctest runs them)
        daemon_test.py all --bin BUILD_DIR
 """
-import argparse
 import os
 import re
 import signal
@@ -18,14 +17,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_test import DOMAIN, DOMID, Rig, query  # noqa: E402
+from e2e_test import DOMAIN, Rig, Skip, query, run_cases  # noqa: E402
 
-SKIP = 77  # ctest SKIP_RETURN_CODE
 PORTS = "0x3f8-0x3ff,0x70-0x71,0x300-0x30f"
-
-
-class Skip(Exception):
-    pass
 
 
 def cycle(rig, cycles, threads=2, timeout=300):
@@ -405,30 +399,7 @@ CASES = {f.__name__: f for f in [
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=["all", *CASES])
-    ap.add_argument("--bin", required=True)
-    a = ap.parse_args()
-    names = list(CASES) if a.case == "all" else [a.case]
-    passed = failed = skipped = 0
-    for n in names:
-        rig = Rig(os.path.abspath(a.bin), PORTS, 4)
-        try:
-            CASES[n](rig)
-            print(f"PASS {n}")
-            passed += 1
-        except Skip as e:
-            print(f"SKIP {n}: {e}")
-            skipped += 1
-        except Exception as e:  # noqa: BLE001 - report and go on
-            print(f"FAIL {n}: {e!r}")
-            failed += 1
-        finally:
-            rig.close()
-    print(f"{passed} passed, {failed} failed, {skipped} skipped")
-    if failed:
-        return 1
-    return SKIP if skipped and not passed else 0
+    return run_cases(CASES, lambda bindir, name: Rig(bindir, PORTS, 4))
 
 
 if __name__ == "__main__":
