@@ -336,7 +336,7 @@ bool Writer::flush(int timeout_ms) {
     std::unique_lock lk(mu_);
     uint64_t notes = notes_in_;
     return cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] {
-        return (committed_.load() >= records && notes_done_ >= notes) || !thread_.joinable();
+        return (committed_.load() >= records && notes_done_ >= notes) || closed_;
     });
 }
 
@@ -367,6 +367,10 @@ uint64_t Writer::close(int deadline_ms) {
     }
     cv_.notify_all();
     thread_.join();
+    {
+        std::lock_guard lk(mu_);
+        closed_ = true;
+    }
     cv_.notify_all();
     return lost_;
 }

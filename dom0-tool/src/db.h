@@ -170,7 +170,7 @@ class Writer {
     std::vector<uint64_t> committed_by_session_;
     uint64_t notes_in_ = 0, notes_done_ = 0;
     std::string last_error_;
-    bool stop_ = false;
+    bool stop_ = false, closed_ = false;
     int deadline_ms_ = 0;
     uint64_t lost_ = 0;
 
