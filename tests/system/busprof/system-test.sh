@@ -46,10 +46,28 @@ fi
 cp "$dom0_busprof" "$BUILD/guest-lib/busprof-example-driver" \
    "$BUILD/guest-lib/busprof-trap-probe" "$HERE/busprof-guest.sh" "$HERE/busprof-guest-pv.sh" "$bin/"
 
+boot() {
+    BUSPROF_GUEST_PROGRAMS="busprof-trap-probe busprof-guest.sh busprof-guest-pv.sh" \
+        "$ROOT/tests/system/run.sh" --bin-dir "$bin" --hook "$HERE/dom0-busprof.sh" \
+        --guests "$GUESTS"
+}
+
 rc=0
-BUSPROF_GUEST_PROGRAMS="busprof-trap-probe busprof-guest.sh busprof-guest-pv.sh" \
-    "$ROOT/tests/system/run.sh" --bin-dir "$bin" --hook "$HERE/dom0-busprof.sh" \
-    --guests "$GUESTS" || rc=1
+boot || rc=1
+# The VM hanging at the HVM guest's "Booting from c000:003c" also happens on the
+# unpatched Xen with no busprof process (tests/system/README.md, the baseline
+# soak): a run that failed of that alone (with at most the known xl bug) is
+# booted once more, and says so.
+if [ $rc = 1 ]; then
+    causes=$(python3 "$ROOT/tests/system/classify.py" "$OUT" 2>/dev/null | head -n1 |
+             sed -n 's/.*causes: \(.*\))$/\1/p')
+    other=$(printf '%s' "$causes" | tr ',' '\n' | tr -d ' ' | grep -vxE 'stall|xl-crash' || true)
+    if printf '%s' "$causes" | grep -qw stall && [ -z "$other" ]; then
+        echo "system-test: the VM hung (causes: $causes), as it also does without busprof; booting once more"
+        rc=0
+        boot || rc=1
+    fi
+fi
 names=()
 for g in $GUESTS; do [ "$g" = pv ] || names+=("bp-$g"); done  # PV: refusal checked in the guest
 python3 "$HERE/check_trace.py" "$OUT" "${names[@]}" | tee "$OUT/check.txt" || rc=1
