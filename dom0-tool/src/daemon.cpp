@@ -264,15 +264,24 @@ void Daemon::resync_traps() {
     traps_.clear();
     for (uint32_t i = 0; i < q.nr_traps && i < XEN_BUSPROF_MAX_RANGES; i++) {
         auto r = std::make_pair(q.traps[i].first, q.traps[i].last);
-        traps_.push_back(r);
-        if (std::find(granted_.begin(), granted_.end(), r) == granted_.end()) {
-            try {
-                bus_->grant(r.first, r.second);
-                granted_.push_back(r);
-            } catch (const std::exception&) {
-            }
-        }
+        if (grant(r, now_ns()))
+            traps_.push_back(r);
     }
+}
+
+// Bus permission for a range Xen trapped, once per range and kept to the
+// end; a range the bus refuses is never served (a 'refused' event says why).
+bool Daemon::grant(std::pair<uint16_t, uint16_t> r, uint64_t t) {
+    if (std::find(granted_.begin(), granted_.end(), r) != granted_.end())
+        return true;
+    try {
+        bus_->grant(r.first, r.second);
+    } catch (const std::exception& e) {
+        counters_.notes_dropped += !writer_->add_event({session_ord_, "refused", t, e.what()}, true);
+        return false;
+    }
+    granted_.push_back(r);
+    return true;
 }
 
 static bool covers(const std::vector<std::pair<uint16_t, uint16_t>>& rs, unsigned port,
@@ -291,18 +300,7 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
         // Granted before the marker: Xen routes accesses to the range from
         // now on, and each is served with the bus permission in place.
         auto r = std::make_pair(m.first, m.last);
-        bool ok = true;
-        if (std::find(granted_.begin(), granted_.end(), r) == granted_.end()) {
-            try {
-                bus_->grant(m.first, m.last);
-                granted_.push_back(r);
-            } catch (const std::exception& e) {
-                ok = false;
-                counters_.notes_dropped +=
-                    !writer_->add_event({session_ord_, "refused", t, e.what()}, true);
-            }
-        }
-        if (ok)
+        if (grant(r, t))
             traps_.push_back(r);
         counters_.notes_dropped += !writer_->add_marker(
             {session_ord_, "start_trap", vcpu, m.first, m.last, t, {}}, true);

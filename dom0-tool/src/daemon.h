@@ -81,6 +81,7 @@ class Daemon {
     void serve_ioreq(unsigned v);
     bool may_serve(unsigned port, unsigned size);
     void resync_traps();
+    bool grant(std::pair<uint16_t, uint16_t> r, uint64_t t);
     void timed_out(unsigned v, uint64_t t);
     void finalize(unsigned v, bool force);
     void finalize_all(bool force);
