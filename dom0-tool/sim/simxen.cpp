@@ -21,44 +21,6 @@ namespace busprof::sim {
 
 // ---------------------------------------------------------------- parsing
 
-static unsigned long parse_port(const std::string& s, const std::string& whole) {
-    if (s.empty())
-        throw UserError("malformed port range '" + whole + "'", "write ranges as FIRST-LAST, e.g. 0x3f8-0x3ff");
-    size_t used = 0;
-    unsigned long v;
-    try {
-        v = std::stoul(s, &used, 0);
-    } catch (const std::exception&) {
-        throw UserError("malformed port '" + s + "' in '" + whole + "'",
-                        "ports are numbers such as 0x3f8 or 1016");
-    }
-    if (used != s.size())
-        throw UserError("malformed port '" + s + "' in '" + whole + "'",
-                        "ports are numbers such as 0x3f8 or 1016");
-    if (v > 0xffff)
-        throw UserError("port " + s + " is above 0xffff", "x86 I/O ports are 0x0-0xffff");
-    return v;
-}
-
-std::vector<PortRange> parse_port_ranges(const std::string& text) {
-    std::vector<PortRange> out;
-    std::stringstream ss(text);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-        auto dash = item.find('-');
-        unsigned long first = parse_port(item.substr(0, dash), item);
-        unsigned long last =
-            dash == std::string::npos ? first : parse_port(item.substr(dash + 1), item);
-        if (first > last)
-            throw UserError("reversed port range '" + item + "'",
-                            "the first port must not be above the last");
-        out.push_back({static_cast<uint16_t>(first), static_cast<uint16_t>(last)});
-    }
-    if (out.empty())
-        throw UserError("empty port range list", "e.g. 0x3f8-0x3ff,0x70-0x71");
-    return out;
-}
-
 DomainConfig parse_domain_config(const std::string& text) {
     std::vector<std::string> f;
     std::stringstream ss(text);

@@ -5,6 +5,7 @@
 
 #include "fd.h"
 #include "machine.h"
+#include "ranges.h"
 
 #include <atomic>
 #include <cstdint>
@@ -18,13 +19,9 @@ struct bp_sim_msg;
 
 namespace busprof::sim {
 
-struct PortRange {
-    uint16_t first;
-    uint16_t last;
-};
-
-// "0x3f8-0x3ff,0x70-0x71" -> ranges.  Throws UserError on malformed input.
-std::vector<PortRange> parse_port_ranges(const std::string& text);
+// The domains' port ranges use the command's own parser (ranges.h): one
+// grammar for every range a user writes.
+using busprof::PortRange;
 
 struct DomainConfig {
     uint16_t domid;
