@@ -35,11 +35,70 @@ ControlServer::~ControlServer() {
     ::unlink(path_.c_str());
 }
 
+RequestFramer::Result RequestFramer::feed(std::string_view bytes) {
+    if (done_)
+        return line_.size() > kMaxLine ? Result::too_long : Result::line;
+    auto nl = bytes.find('\n');
+    size_t take = nl == std::string_view::npos ? bytes.size() : nl;
+    if (line_.size() + take > kMaxLine) {
+        done_ = true;
+        line_.resize(kMaxLine + 1); // remembers too_long; the text is not kept
+        return Result::too_long;
+    }
+    line_.append(bytes.substr(0, take));
+    if (nl == std::string_view::npos)
+        return Result::more;
+    done_ = true;
+    return Result::line;
+}
+
+namespace {
+
+constexpr std::pair<const char*, ControlCommand> kCommands[] = {
+    {"status", ControlCommand::status}, {"pause", ControlCommand::pause},
+    {"resume", ControlCommand::resume}, {"stop", ControlCommand::stop},
+    {"rearm", ControlCommand::rearm},   {"flush", ControlCommand::flush}};
+constexpr const char* kCommandHint = "the commands are status, pause, resume, stop, rearm "
+                                     "and flush, one per connection (busprof(1))";
+
+bool blank(char c) { return c == ' ' || c == '\t'; }
+
+} // namespace
+
+const char* to_string(ControlCommand c) {
+    for (auto [name, cmd] : kCommands)
+        if (cmd == c)
+            return name;
+    return "?";
+}
+
+ControlCommand parse_control_request(const std::string& line) {
+    size_t b = 0, e = line.size();
+    if (e > 0 && line[e - 1] == '\r')
+        e--;
+    while (b < e && blank(line[b]))
+        b++;
+    while (e > b && blank(line[e - 1]))
+        e--;
+    std::string word = line.substr(b, e - b);
+    if (word.empty())
+        throw UserError("empty request", kCommandHint);
+    for (unsigned char c : word)
+        if (c < 0x21 || c > 0x7e)
+            throw UserError("malformed request: one command word expected", kCommandHint);
+    for (auto [name, cmd] : kCommands)
+        if (word == name)
+            return cmd;
+    if (word.size() > 32)
+        word = word.substr(0, 32) + "...";
+    throw UserError("unknown command '" + word + "'", kCommandHint);
+}
+
 namespace {
 
 struct Client {
     FD fd;
-    std::string line;
+    RequestFramer framer;
     uint64_t deadline;
 };
 
@@ -78,16 +137,18 @@ void ControlServer::run() {
                 if (k <= 0 && !(k < 0 && (errno == EAGAIN || errno == EINTR))) {
                     done = true; // left before sending a whole line
                 } else if (k > 0) {
-                    c.line.append(buf, static_cast<size_t>(k));
-                    auto nl = c.line.find('\n');
-                    if (nl != std::string::npos) {
-                        c.line.resize(nl);
-                        reply(c.fd.get(), handler_(c.line));
+                    switch (c.framer.feed({buf, static_cast<size_t>(k)})) {
+                    case RequestFramer::Result::more:
+                        break;
+                    case RequestFramer::Result::line:
+                        reply(c.fd.get(), handler_(c.framer.line()));
                         done = true;
-                    } else if (c.line.size() >= kMaxLine) {
+                        break;
+                    case RequestFramer::Result::too_long:
                         reply(c.fd.get(), "ERR request longer than " + std::to_string(kMaxLine) +
                                               " bytes\n");
                         done = true;
+                        break;
                     }
                 }
             }

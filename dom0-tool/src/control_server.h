@@ -8,9 +8,37 @@
 #include <atomic>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <thread>
 
 namespace busprof {
+
+// The protocol: a client sends one request line, the daemon sends one reply
+// (lines of text, the last "OK" or "ERR message", perhaps a "HINT" line) and
+// closes.  These two pieces read what a client sent; they see untrusted bytes
+// and are fuzzed (tests/fuzz/).
+
+// What one client sent so far: is there a whole request line yet?
+class RequestFramer {
+  public:
+    static constexpr size_t kMaxLine = 256;
+    enum class Result { more, line, too_long };
+    // Bytes after the first '\n' are ignored: one request per connection.
+    Result feed(std::string_view bytes);
+    const std::string& line() const { return line_; } // without the '\n'
+
+  private:
+    std::string line_;
+    bool done_ = false;
+};
+
+enum class ControlCommand { status, pause, resume, stop, rearm, flush };
+const char* to_string(ControlCommand c);
+
+// The request line -> its command: one word of the list, perhaps with spaces
+// around it and the '\r' of a CRLF client; nothing else.  Throws UserError
+// naming the problem, with a hint listing the commands.
+ControlCommand parse_control_request(const std::string& line);
 
 class ControlServer {
   public:
@@ -21,7 +49,7 @@ class ControlServer {
     ~ControlServer(); // stops, joins, removes the socket
     ControlServer(const ControlServer&) = delete;
 
-    static constexpr size_t kMaxLine = 256;
+    static constexpr size_t kMaxLine = RequestFramer::kMaxLine;
     static constexpr size_t kMaxClients = 16;
 
   private:

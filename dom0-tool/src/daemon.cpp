@@ -531,10 +531,13 @@ void Daemon::finalize_all(bool force) {
 // Control thread: the session belongs to the ioreq thread, so the request
 // goes there and the answer comes back; flush waits on the writer here.
 std::string Daemon::control(const std::string& line) {
-    std::istringstream in(line);
-    std::string cmd;
-    in >> cmd;
-    if (cmd == "flush") {
+    ControlCommand cmd;
+    try {
+        cmd = parse_control_request(line);
+    } catch (const UserError& e) {
+        return std::string("ERR ") + e.what() + "\nHINT " + e.hint() + "\n";
+    }
+    if (cmd == ControlCommand::flush) {
         if (writer_->flush(10000))
             return "OK\n";
         return "ERR the trace DB cannot be written: " + writer_->last_error() + "\n";
@@ -568,10 +571,10 @@ void Daemon::serve_requests() {
         r->reply.set_value(handle(r->cmd));
 }
 
-std::string Daemon::handle(const std::string& cmd) {
+std::string Daemon::handle(ControlCommand cmd) {
     uint64_t now = now_ns();
     try {
-        if (cmd == "status") {
+        if (cmd == ControlCommand::status) {
             std::ostringstream o;
             o << "session {session} domain " << dom_.name << " domid " << dom_.domid << " state "
               << to_string(session_.state()) << " recorded " << writer_->committed(session_ord_)
@@ -580,14 +583,15 @@ std::string Daemon::handle(const std::string& cmd) {
               << writer_->path() << "\nOK\n";
             return o.str();
         }
-        static const std::pair<const char*, SessionAction> actions[] = {
-            {"pause", SessionAction::pause},
-            {"resume", SessionAction::resume},
-            {"stop", SessionAction::stop},
-            {"rearm", SessionAction::rearm}};
-        for (auto [name, a] : actions) {
-            if (cmd != name)
+        static const std::pair<ControlCommand, SessionAction> actions[] = {
+            {ControlCommand::pause, SessionAction::pause},
+            {ControlCommand::resume, SessionAction::resume},
+            {ControlCommand::stop, SessionAction::stop},
+            {ControlCommand::rearm, SessionAction::rearm}};
+        for (auto [c, a] : actions) {
+            if (cmd != c)
                 continue;
+            const char* name = to_string(cmd);
             SessionState before = session_.state();
             if (a == SessionAction::rearm)
                 publish(); // the stopped session's last counters
@@ -608,7 +612,7 @@ std::string Daemon::handle(const std::string& cmd) {
             }
             return "session {session} is " + std::string(to_string(session_.state())) + "\nOK\n";
         }
-        return "ERR unknown command '" + cmd + "'\n";
+        return std::string("ERR the daemon cannot ") + to_string(cmd) + "\n";
     } catch (const UserError& e) {
         return std::string("ERR ") + e.what() + (e.hint().empty() ? "" : "\nHINT " + e.hint()) +
                "\n";

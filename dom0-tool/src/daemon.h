@@ -71,7 +71,7 @@ class Daemon {
         Record r{};
     };
     struct Request {
-        std::string cmd;
+        ControlCommand cmd;
         std::promise<std::string> reply;
     };
 
@@ -89,7 +89,7 @@ class Daemon {
     void transition(const char* kind, const std::string& cause, uint64_t now);
     void publish();
     void serve_requests();
-    std::string handle(const std::string& cmd);
+    std::string handle(ControlCommand cmd);
     void end_session(const char* cause);
     uint64_t finish();
     uint64_t stamp_ns(uint64_t tsc) const;
