@@ -19,6 +19,12 @@
 
 #define BUSPROF_DEFAULT_TIMEOUT_MS 1000
 
+/*
+ * The most negative status the profiler may give a guest's extract: what a
+ * guest's hypercall wrapper reads as -errno (Linux's MAX_ERRNO).
+ */
+#define BUSPROF_MAX_ERRNO 4095
+
 static struct busprof_domain *busprof_get(struct domain *d, bool create)
 {
     struct busprof_domain *bd = d->busprof;
@@ -363,7 +369,7 @@ static int extract_reply(struct domain *d,
     int rc;
 
     if ( r->pad0 || r->pad1 || r->status > 0 ||
-         r->nr > XEN_BUSPROF_EXTRACT_MAX )
+         r->status < -BUSPROF_MAX_ERRNO || r->nr > XEN_BUSPROF_EXTRACT_MAX )
         return -EINVAL;
     if ( !bd )
         return -ENOENT;
