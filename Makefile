@@ -2,22 +2,25 @@
 #   make demo   install what is missing, build, run the demo on the simulated hypervisor
 #   make test   install what is missing, build, run the test suite through ctest
 #   make test-sanitize  the fast suite built with ASan and UBSan (build-sanitize/)
-# Other targets: build, deps, system-test, system-soak, asan, bench, format, clean.
+# Other targets: build, deps, system-test, system-soak, asan, fuzz, bench, format, clean.
 #   make system-test [ASAN=1] [BASELINE=1]   the real-Xen system test once
 #   make system-soak N=10 [ASAN=1] [BASELINE=1]   ... N times, with a table of causes
+#   make system-soak N=4 SERIES=FILE   Xen with only the patches FILE names, no busprof
 
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CTEST_LABELS ?= fast|system
 DEPS = cmake g++ gcc make pkg-config python3 sqlite3 libsqlite3-dev libcli11-dev \
-       libgtest-dev libgmock-dev libxen-dev
+       libgtest-dev libgmock-dev libxen-dev clang libclang-rt-14-dev
 
-.PHONY: demo test test-sanitize build deps asan system-test system-soak bench format clean
+.PHONY: demo test test-sanitize build deps asan system-test system-soak fuzz bench format clean
 
 N ?= 10
 # ASAN=1: dom0's busprof from the AddressSanitizer+UBSan build ($(BUILD)/asan);
-# BASELINE=1: the unpatched Xen without any busprof process (for comparison).
-SYSTEST_FLAGS = $(if $(filter 1,$(ASAN)),--asan) $(if $(filter 1,$(BASELINE)),--baseline)
+# BASELINE=1: the unpatched Xen without any busprof process (for comparison);
+# SERIES=FILE: the same with Xen built from part of the patch series (bisecting).
+SYSTEST_FLAGS = $(if $(filter 1,$(ASAN)),--asan) $(if $(filter 1,$(BASELINE)),--baseline) \
+	$(if $(SERIES),--series $(abspath $(SERIES)))
 SYSTEST_DEPS = build $(if $(filter 1,$(ASAN)),asan)
 
 demo: build
@@ -74,6 +77,12 @@ system-test: $(SYSTEST_DEPS)
 
 system-soak: $(SYSTEST_DEPS)
 	BUILD_ASAN=$(abspath $(BUILD))/asan tests/system/soak.sh -n $(N) $(SYSTEST_FLAGS)
+
+# The libFuzzer targets of tests/fuzz/ for FUZZ_SECONDS each (the fast suite
+# runs them for 5 s); the corpus grows in $(BUILD)/fuzz/corpus/.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	tests/fuzz/run.sh --build $(BUILD)/fuzz --seconds $(FUZZ_SECONDS)
 
 bench: build
 	$(BUILD)/tests/busprof-bench

@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// Fuzz target: the hypervisor core of xen-patches/ (common/busprof/{core,ranges}.c)
+// driven the way guests and dom0 drive it, with tests/core/test_host.cpp as the host.
+//
+// The input is a program: a sequence of operations, each a guest sub-op
+// (start_trap, stop_trap, extract) from one of the guest's vCPUs, a dom0 sub-op
+// (policy, attach, detach, extract_reply, query) with any field values, an access
+// on the I/O path, a profiler writing garbage into the fields of the busprof page
+// it owns, or the guest dying.  Besides what AddressSanitizer and UBSan catch, after
+// every operation it checks what Xen promises:
+//   - a port is only trapped if the guest may access it AND the policy allows it
+//     (the profiler must never touch a port the guest could not touch itself);
+//   - every return value is 0, a positive count, or -errno in [-4095, -1];
+//   - at most XEN_BUSPROF_MAX_RANGES traps and policy entries;
+//   - an extract writes no more records than the room the guest gave;
+//   - the busprof page is freed when the domain goes (no leak, no double free).
+#include "test_host.h"
+
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+using testhost::host;
+
+namespace {
+
+constexpr domid_t kGuest = 3;
+constexpr unsigned kVcpus = 4;
+
+[[noreturn]] void fail(const char* what, long a = 0, long b = 0) {
+    std::fprintf(stderr, "fuzz_core: broken promise: %s (%ld, %ld)\n", what, a, b);
+    std::abort();
+}
+
+void check_rc(long rc) {
+    if (rc < -4095)
+        fail("a sub-op returned something that is not -errno", rc);
+}
+
+struct World {
+    struct domain dom0 {};
+    struct domain guest {};
+    struct vcpu dom0_v {};
+    struct vcpu gv[kVcpus]{};
+    xen_busprof_extract last_extract{};
+    bool extracted = false;
+
+    World() {
+        testhost::reset();
+        dom0.domain_id = 0;
+        dom0.max_vcpus = 1;
+        dom0_v.domain = &dom0;
+        make_guest();
+        host().domains[0] = &dom0;
+        // What the guest may access at all: two ranges and a single port.
+        host().ioports[kGuest] = {{0x3f8, 0x3ff}, {0x70, 0x71}, {0xcf8, 0xcf8}};
+    }
+
+    void make_guest() {
+        guest = {};
+        guest.domain_id = kGuest;
+        guest.max_vcpus = kVcpus;
+        for (unsigned i = 0; i < kVcpus; i++) {
+            gv[i] = {};
+            gv[i].vcpu_id = i;
+            gv[i].domain = &guest;
+        }
+        host().domains[kGuest] = &guest;
+    }
+
+    void kill_guest() {
+        busprof_detach_domain(&guest);
+        busprof_domain_destroy(&guest);
+        if (guest.busprof)
+            fail("busprof state left after the domain was destroyed");
+        if (host().live_pages.count(kGuest))
+            fail("the busprof page outlived its domain");
+        host().domains.erase(kGuest);
+    }
+
+    ~World() {
+        kill_guest();
+        busprof_domain_destroy(&dom0);
+        testhost::reset();
+    }
+
+    template <typename T> long op(struct vcpu* v, unsigned cmd, T* arg) {
+        XEN_GUEST_HANDLE_PARAM(void) h;
+        set_xen_guest_handle(h, static_cast<void*>(arg));
+        long rc = busprof_op(v, cmd, h);
+        check_rc(rc);
+        return rc;
+    }
+
+    // The seq of the newest extract request in the control ring, if any.
+    uint64_t last_extract_seq() const {
+        auto it = host().live_pages.find(kGuest);
+        if (it == host().live_pages.end())
+            return 0;
+        const xen_busprof_page* pg = it->second;
+        uint32_t prod = pg->ctrl_prod;
+        for (uint32_t n = 0; n < XEN_BUSPROF_CTRL_RING_SIZE; n++) {
+            const auto& m = pg->ring[(prod - 1 - n) % XEN_BUSPROF_CTRL_RING_SIZE];
+            if (m.kind == XEN_BUSPROF_CTRL_extract)
+                return m.seq;
+        }
+        return 0;
+    }
+
+    // The promise the profiler's safety rests on: traps within policy AND ioports.
+    void check_traps() {
+        if (!host().domains.count(kGuest))
+            return;
+        xen_busprof_query q{};
+        q.domid = kGuest;
+        if (op(&dom0_v, XEN_BUSPROF_query, &q) != 0)
+            fail("query of a live domain failed");
+        if (q.nr_traps > XEN_BUSPROF_MAX_RANGES || q.nr_policy > XEN_BUSPROF_MAX_RANGES)
+            fail("more ranges than the table holds", q.nr_traps, q.nr_policy);
+        for (unsigned i = 0; i < q.nr_traps; i++) {
+            unsigned f = q.traps[i].first, l = q.traps[i].last;
+            if (f > l)
+                fail("a reversed trap range", f, l);
+            if (!testhost::permitted(kGuest, f, l))
+                fail("a trapped range the guest may not access", f, l);
+            for (unsigned p = f; p <= l; p++) {
+                bool allowed = false;
+                for (unsigned j = 0; j < q.nr_policy && !allowed; j++)
+                    allowed = q.policy[j].first <= p && p <= q.policy[j].last;
+                if (!allowed)
+                    fail("a trapped port outside the policy", p);
+            }
+        }
+    }
+};
+
+uint16_t port(FuzzedDataProvider& in) {
+    // Mostly near the interesting ports, sometimes anywhere.
+    static const uint16_t near[] = {0x3f8, 0x3ff, 0x400, 0x70, 0x71, 0x72, 0xcf8, 0xcfc, 0, 0xffff};
+    if (in.ConsumeBool())
+        return in.ConsumeIntegral<uint16_t>();
+    return static_cast<uint16_t>(in.PickValueInArray(near) + in.ConsumeIntegralInRange(-2, 2));
+}
+
+domid_t target(FuzzedDataProvider& in) {
+    static const domid_t ids[] = {kGuest, kGuest, kGuest, 0, 7, DOMID_SELF};
+    return in.PickValueInArray(ids);
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    FuzzedDataProvider in(data, size);
+    World w;
+
+    for (unsigned steps = 0; in.remaining_bytes() && steps < 200; steps++) {
+        bool alive = host().domains.count(kGuest) != 0;
+        struct vcpu* gv = &w.gv[in.ConsumeIntegralInRange<unsigned>(0, kVcpus - 1)];
+        switch (in.ConsumeIntegralInRange(0, 12)) {
+        case 0:
+        case 1: { // dom0: allow / revoke
+            xen_busprof_policy p{};
+            p.domid = target(in);
+            p.first = port(in);
+            p.last = in.ConsumeBool() ? port(in) : p.first;
+            p.pad = in.ConsumeProbability<float>() < 0.1f ? in.ConsumeIntegral<uint16_t>() : 0;
+            w.op(&w.dom0_v, in.ConsumeBool() ? XEN_BUSPROF_policy_allow : XEN_BUSPROF_policy_revoke,
+                 &p);
+            break;
+        }
+        case 2: { // dom0: attach
+            xen_busprof_attach a{};
+            a.domid = target(in);
+            a.ioservid = in.ConsumeIntegral<uint16_t>();
+            a.version = in.ConsumeProbability<float>() < 0.9f ? XEN_BUSPROF_INTERFACE_VERSION
+                                                              : in.ConsumeIntegral<uint32_t>();
+            a.timeout_ms = in.ConsumeIntegral<uint32_t>();
+            a.pad = in.ConsumeProbability<float>() < 0.1f ? in.ConsumeIntegral<uint32_t>() : 0;
+            w.op(&w.dom0_v, XEN_BUSPROF_attach, &a);
+            break;
+        }
+        case 3: { // dom0: detach
+            xen_busprof_domain x{};
+            x.domid = target(in);
+            w.op(&w.dom0_v, XEN_BUSPROF_detach, &x);
+            break;
+        }
+        case 4:
+        case 5: { // guest: start / stop a trap
+            if (!alive)
+                break;
+            xen_busprof_trap t{};
+            t.first = port(in);
+            t.last = in.ConsumeBool() ? port(in) : t.first;
+            t.flags = in.ConsumeProbability<float>() < 0.1f ? in.ConsumeIntegral<uint32_t>() : 0;
+            w.op(gv, in.ConsumeBool() ? XEN_BUSPROF_start_trap : XEN_BUSPROF_stop_trap, &t);
+            break;
+        }
+        case 6: { // guest: extract into a buffer of exactly the room it claims
+            if (!alive)
+                break;
+            // Mostly the same call again, as the guest library repeats it
+            // until the profiler's answer is there.
+            xen_busprof_extract x = w.last_extract;
+            if (!w.extracted || in.ConsumeProbability<float>() < 0.3f) {
+                x = {};
+                x.first = port(in);
+                x.last = in.ConsumeBool() ? port(in) : 0xffff;
+                x.nr = in.ConsumeIntegralInRange<uint32_t>(0, XEN_BUSPROF_EXTRACT_MAX + 2);
+                x.offset = in.ConsumeIntegralInRange<uint64_t>(0, 3);
+                x.snapshot = in.ConsumeIntegralInRange<uint64_t>(0, 3);
+                w.last_extract = x;
+                w.extracted = true;
+            }
+            std::vector<xen_busprof_record> buf(x.nr);
+            set_xen_guest_handle(x.buffer, buf.empty() ? nullptr : buf.data());
+            uint32_t room = x.nr;
+            long rc = w.op(gv, XEN_BUSPROF_extract, &x);
+            if (rc == 0 && x.nr > room)
+                fail("extract wrote more records than the room given", x.nr, room);
+            break;
+        }
+        case 7: { // dom0: answer an extract request, right or wrong
+            xen_busprof_extract_reply r{};
+            r.domid = target(in);
+            r.nr = in.ConsumeIntegralInRange<uint32_t>(0, XEN_BUSPROF_EXTRACT_MAX + 2);
+            r.request = in.ConsumeBool() ? w.last_extract_seq() : in.ConsumeIntegral<uint64_t>();
+            r.total = in.ConsumeIntegral<uint64_t>();
+            r.snapshot = in.ConsumeIntegral<uint64_t>();
+            r.status = in.ConsumeBool() ? 0 : in.ConsumeIntegral<int32_t>();
+            r.pad0 = in.ConsumeProbability<float>() < 0.1f ? 1 : 0;
+            std::vector<xen_busprof_record> recs(r.nr);
+            for (auto& rec : recs)
+                rec.port = port(in);
+            set_xen_guest_handle(r.records, recs.empty() ? nullptr : recs.data());
+            w.op(&w.dom0_v, XEN_BUSPROF_extract_reply, &r);
+            break;
+        }
+        case 8: { // dom0: query (the check runs after every step anyway)
+            xen_busprof_query q{};
+            q.domid = target(in);
+            w.op(&w.dom0_v, XEN_BUSPROF_query, &q);
+            break;
+        }
+        case 9: { // the guest's access on the I/O path
+            if (!alive)
+                break;
+            static const unsigned sizes[] = {1, 2, 4, 0, 3, 8};
+            unsigned p = port(in), sz = in.PickValueInArray(sizes);
+            if (busprof_pio_trapped(&w.guest, p, sz)) {
+                if (!testhost::permitted(kGuest, p, p + sz - 1))
+                    fail("an access trapped to a port the guest may not access", p, sz);
+                busprof_stamp_trap(gv, in.ConsumeIntegral<uint64_t>());
+                if (in.ConsumeBool())
+                    busprof_stamp_resume(gv);
+                else
+                    busprof_access_timeout(gv, p);
+            }
+            break;
+        }
+        case 10: { // the profiler writes garbage where it may write
+            auto it = host().live_pages.find(kGuest);
+            if (it != host().live_pages.end())
+                it->second->ctrl_cons = in.ConsumeIntegral<uint32_t>();
+            break;
+        }
+        case 11: // sub-ops that do not exist
+            if (alive) {
+                uint64_t junk[32] = {};
+                w.op(gv, in.ConsumeIntegral<uint8_t>(), junk);
+            }
+            break;
+        case 12: // the guest dies, and a new one with the same id is born
+            if (alive && in.ConsumeBool()) {
+                w.kill_guest();
+                w.make_guest();
+            }
+            break;
+        }
+        w.check_traps();
+    }
+    return 0;
+}
