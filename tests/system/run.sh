@@ -79,6 +79,11 @@ do_xen() {
         export BUSPROF_XEN_SERIES=/dev/null BUSPROF_XEN_WORK=$BUILD_DIR/xen-work-unpatched
         echo "baseline: unpatched Xen (work tree $BUSPROF_XEN_WORK)"
         echo unpatched > "$OUT_DIR/xen-variant.txt"
+    elif [ -n "${BUSPROF_XEN_SERIES:-}" ]; then
+        # a part of the series (system-test.sh --series): its own work tree
+        : "${BUSPROF_XEN_WORK:?BUSPROF_XEN_SERIES needs its own BUSPROF_XEN_WORK}"
+        { echo "series: $(sed -e 's/#.*//' "$BUSPROF_XEN_SERIES" | tr -s ' \n' ' ')"; } > "$OUT_DIR/xen-variant.txt"
+        echo "$(cat "$OUT_DIR/xen-variant.txt") (work tree $BUSPROF_XEN_WORK)"
     else
         echo "patched: $(grep -cvE '^[[:space:]]*(#|$)' "$REPO_ROOT/xen-patches/series") patch(es) of xen-patches/series" > "$OUT_DIR/xen-variant.txt"
     fi

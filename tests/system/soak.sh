@@ -3,10 +3,12 @@
 # passes/failures per guest type (PV-refused, PVH, HVM) and per failure cause
 # (tests/system/classify.py). Entry point of `make system-soak N=10 [ASAN=1] [BASELINE=1]`.
 #
-# usage: tests/system/soak.sh [-n N] [--asan] [--baseline]
+# usage: tests/system/soak.sh [-n N] [--asan] [--baseline] [--series FILE]
 #   -n N        number of runs (default 10, or $N)
 #   --asan      dom0's busprof from the AddressSanitizer+UBSan build (system-test.sh --asan)
 #   --baseline  the comparison: UNPATCHED Xen, no busprof process (system-test.sh --baseline)
+#   --series FILE  Xen with only the patches FILE names, no busprof process
+#               (system-test.sh --series; variant series-<name of FILE>)
 # Each run keeps its logs in build/soak/<variant>-<date>/run-NN/ (serial.log, results/,
 # output.log (the run's own output), check.txt, qemu-status, qemu-cmdline.txt,
 # qemu-registers.txt after a hang, trace.db); build/soak/<variant>-latest points at the
@@ -27,6 +29,9 @@ while [ $# -gt 0 ]; do
         -n*) RUNS=${1#-n}; shift ;;
         --asan) ARGS+=(--asan); [ $variant = patched ] && variant=patched-asan; shift ;;
         --baseline) ARGS+=(--baseline); variant=baseline; shift ;;
+        --series) [ $# -ge 2 ] || { echo "soak.sh: --series needs a file" >&2; exit 2; }
+                  ARGS+=(--series "$(cd "$(dirname "$2")" && pwd)/$(basename "$2")")
+                  variant=series-$(basename "$2"); shift 2 ;;
         -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) echo "soak.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac

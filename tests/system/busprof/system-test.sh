@@ -2,13 +2,17 @@
 # make system-test: the example driver in real PVH and HVM guests on the patched Xen
 # under QEMU, profiled by busprof daemon --backend xen in dom0.
 #
-# usage: system-test.sh [--asan] [--baseline]
+# usage: system-test.sh [--asan] [--baseline] [--series FILE]
 #   --asan      dom0's busprof (daemon, policy, status) from the AddressSanitizer+UBSan
 #               build ($BUILD_ASAN, default build/asan; `make asan` makes it); any
 #               sanitizer report fails the run (BUSPROF_ASAN=1)
 #   --baseline  the comparison run: the same guests on the UNPATCHED Xen, no busprof
 #               process anywhere (busprof/dom0-baseline.sh: porttest in every guest)
 #               (BUSPROF_BASELINE=1)
+#   --series FILE the same comparison run on Xen built with only the patches FILE names
+#               (a series file in xen-patches/series's format; /dev/null is the
+#               unpatched Xen of --baseline), each series in a work tree of its own:
+#               how a bug of the patched Xen is bisected (tests/system/README.md)
 # Output goes to BUSPROF_SYSTEST_DIR (default build/system-test).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -19,14 +23,28 @@ OUT=${BUSPROF_SYSTEST_DIR:-$ROOT/build/system-test}
 GUESTS=${BUSPROF_SYSTEM_GUESTS:-pv pvh hvm}
 ASAN=${BUSPROF_ASAN:-0}
 BASELINE=${BUSPROF_BASELINE:-0}
+SERIES=
 while [ $# -gt 0 ]; do
     case "$1" in
         --asan) ASAN=1 ;;
         --baseline) BASELINE=1 ;;
-        *) echo "usage: $0 [--asan] [--baseline]" >&2; exit 2 ;;
+        --series) [ $# -ge 2 ] || { echo "$0: --series needs a file" >&2; exit 2; }
+                  SERIES=$2; shift ;;
+        *) echo "usage: $0 [--asan] [--baseline] [--series FILE]" >&2; exit 2 ;;
     esac
     shift
 done
+
+if [ -n "$SERIES" ]; then
+    [ -r "$SERIES" ] || { echo "$0: cannot read series file $SERIES" >&2; exit 2; }
+    unset BUSPROF_BIN_DIR BUSPROF_GUEST_PROGRAMS BUSPROF_DOM0_PROGRAMS
+    # the work tree is named after what the series applies, so that each one is
+    # built once and kept
+    id=$(sed -e 's/#.*//' -e 's/[[:space:]]//g' "$SERIES" | grep -v '^$' | sha256sum | cut -c1-12)
+    export BUSPROF_XEN_SERIES=$(cd "$(dirname "$SERIES")" && pwd)/$(basename "$SERIES")
+    export BUSPROF_XEN_WORK=$BUILD/xen-work-series-$id
+    exec "$ROOT/tests/system/run.sh" --hook "$HERE/dom0-baseline.sh" --guests "$GUESTS"
+fi
 
 if [ "$BASELINE" = 1 ]; then
     unset BUSPROF_BIN_DIR BUSPROF_GUEST_PROGRAMS BUSPROF_DOM0_PROGRAMS
