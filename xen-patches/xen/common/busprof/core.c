@@ -25,6 +25,15 @@
  */
 #define BUSPROF_MAX_ERRNO 4095
 
+/*
+ * An extract is polled: the guest repeats the call and nothing waits in
+ * Xen, while the profiler answers from its trace store, which may take
+ * longer than a bus access.  So its request is bounded by this many access
+ * timeouts; the bound only frees the request of a profiler that does not
+ * answer.
+ */
+#define BUSPROF_EXTRACT_TIMEOUTS 10
+
 static struct busprof_domain *busprof_get(struct domain *d, bool create)
 {
     struct busprof_domain *bd = d->busprof;
@@ -235,7 +244,7 @@ static int extract(struct vcpu *v, XEN_GUEST_HANDLE_PARAM(void) arg)
     if ( !bd->attached )
         goto out;
 
-    timeout = MILLISECS(bd->timeout_ms);
+    timeout = MILLISECS(bd->timeout_ms) * BUSPROF_EXTRACT_TIMEOUTS;
 
     if ( bd->extract.state != BUSPROF_EXTRACT_IDLE &&
          !extract_matches(bd, v, &x) )

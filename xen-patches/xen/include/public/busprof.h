@@ -46,7 +46,8 @@
  *  -ENXIO      no profiler attached to the domain
  *  -EBUSY      a profiler is attached already / another extract in flight
  *  -EAGAIN     extract: the profiler is working on it, call again
- *  -ETIMEDOUT  extract: the profiler did not answer in time
+ *  -ETIMEDOUT  extract: the profiler did not answer within ten times the
+ *              attach's timeout_ms
  *  -EOPNOTSUPP unknown sub-op
  */
 
