@@ -1,9 +1,11 @@
+// SPDX-License-Identifier: GPL-2.0-only
 #include "db.h"
 
 #include "clock.h"
 #include "error.h"
 #include "schema_sql.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +13,9 @@
 #include <unistd.h>
 
 namespace busprof {
+
+// How long a statement waits for a lock another connection holds.
+constexpr int kBusyTimeoutMs = 5000;
 
 static std::string dir_of(const std::string& path) {
     auto p = std::filesystem::path(path).parent_path();
@@ -47,7 +52,7 @@ Db Db::open(const std::string& path, bool writable) {
     if (rc != SQLITE_OK)
         throw UserError("cannot open trace DB " + path + ": " +
                         (raw ? sqlite3_errmsg(raw) : sqlite3_errstr(rc)));
-    sqlite3_busy_timeout(raw, 5000);
+    sqlite3_busy_timeout(raw, kBusyTimeoutMs);
 
     // Whose file it is, read before anything is written: WAL mode and the
     // schema would otherwise change a DB that is not busprof's.
@@ -127,7 +132,9 @@ Db& Db::operator=(Db&& o) noexcept {
     return *this;
 }
 
-Db::~Db() { sqlite3_close_v2(db_); }
+Db::~Db() {
+    sqlite3_close_v2(db_);
+}
 
 void Db::exec(const std::string& sql) {
     char* err = nullptr;
@@ -256,12 +263,13 @@ void Writer::abort_orphans() {
             continue;
         db_.exec("BEGIN IMMEDIATE");
         try {
-            Stmt u(db_.get(),
-                   "UPDATE sessions SET state = 'aborted', owner = NULL, stopped_ns = MAX("
-                   " created_ns,"
-                   " COALESCE((SELECT MAX(t_resume_ns) FROM transactions WHERE session_id = ?1), 0),"
-                   " COALESCE((SELECT MAX(t_ns) FROM markers WHERE session_id = ?1), 0))"
-                   " WHERE id = ?1");
+            Stmt u(
+                db_.get(),
+                "UPDATE sessions SET state = 'aborted', owner = NULL, stopped_ns = MAX("
+                " created_ns,"
+                " COALESCE((SELECT MAX(t_resume_ns) FROM transactions WHERE session_id = ?1), 0),"
+                " COALESCE((SELECT MAX(t_ns) FROM markers WHERE session_id = ?1), 0))"
+                " WHERE id = ?1");
             u.bind(1, id);
             u.step();
             Stmt e(db_.get(), "INSERT INTO events (session_id, kind, t_ns, detail)"
@@ -275,8 +283,9 @@ void Writer::abort_orphans() {
             sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
             throw;
         }
-        std::fprintf(stderr, "busprof: session %lld of %s was left behind by a daemon that ended"
-                             " without stopping it: marked aborted\n",
+        std::fprintf(stderr,
+                     "busprof: session %lld of %s was left behind by a daemon that ended"
+                     " without stopping it: marked aborted\n",
                      static_cast<long long>(id), path_.c_str());
     }
 }
@@ -329,7 +338,9 @@ bool Writer::add_event(Event e, bool from_guest) {
     return enqueue({0, std::move(e), s}, from_guest);
 }
 
-void Writer::request_extract(const ExtractRequest& r) { enqueue({0, r, r.session}, false); }
+void Writer::request_extract(const ExtractRequest& r) {
+    enqueue({0, r, r.session}, false);
+}
 
 bool Writer::flush(int timeout_ms) {
     uint64_t records = pushed_.load(std::memory_order_acquire);
@@ -364,6 +375,7 @@ uint64_t Writer::close(int deadline_ms) {
             return lost_;
         stop_ = true;
         deadline_ms_ = deadline_ms;
+        stop_ns_ = now_ns();
     }
     cv_.notify_all();
     thread_.join();
@@ -402,7 +414,8 @@ int64_t Writer::row_of(uint32_t session, const std::vector<int64_t>& rows) const
     return rows[session];
 }
 
-void Writer::apply_note(Note& n, std::vector<int64_t>& rows, std::vector<ExtractRequest>& extracts) {
+void Writer::apply_note(Note& n, std::vector<int64_t>& rows,
+                        std::vector<ExtractRequest>& extracts) {
     if (auto* s = std::get_if<SessionRow>(&n.body)) {
         Stmt st(db_.get(), "INSERT INTO sessions (domid, domain_name, backend, bus, state,"
                            " start_trigger, stop_trigger, created_ns, owner)"
@@ -501,7 +514,8 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
             upd.bind(3, c.state);
             bind_ns(upd, 4, c.started_ns);
             bind_ns(upd, 5, c.stopped_ns);
-            upd.bind(6, static_cast<int64_t>(c.timeouts)).bind(7, static_cast<int64_t>(c.unrecorded));
+            upd.bind(6, static_cast<int64_t>(c.timeouts))
+                .bind(7, static_cast<int64_t>(c.unrecorded));
             upd.bind(8, static_cast<int64_t>(c.dropped));
             upd.bind(9, static_cast<int64_t>(c.notes_dropped));
             upd.step();
@@ -552,10 +566,9 @@ void Writer::answer(const ExtractRequest& r, bool db_ok) {
             c.step();
             res.total = static_cast<uint64_t>(sqlite3_column_int64(c.get(), 0));
             res.snapshot = static_cast<uint64_t>(snapshot);
-            Stmt q(db_.get(),
-                   std::string("SELECT id, rip, t_trap_ns, t_bus_begin_ns, t_bus_end_ns,"
-                               " t_resume_ns, value, port, vcpu, size, dir, status") +
-                       where + " ORDER BY id LIMIT ?6 OFFSET ?7");
+            Stmt q(db_.get(), std::string("SELECT id, rip, t_trap_ns, t_bus_begin_ns, t_bus_end_ns,"
+                                          " t_resume_ns, value, port, vcpu, size, dir, status") +
+                                  where + " ORDER BY id LIMIT ?6 OFFSET ?7");
             q.bind(1, session).bind(2, r.domid).bind(3, m.first).bind(4, m.last);
             q.bind(5, snapshot).bind(6, m.nr).bind(7, static_cast<int64_t>(m.offset));
             while (q.step()) {
@@ -571,7 +584,8 @@ void Writer::answer(const ExtractRequest& r, bool db_ok) {
                 x.port = static_cast<uint16_t>(col(7));
                 x.vcpu = static_cast<uint16_t>(col(8));
                 x.size = static_cast<uint8_t>(col(9));
-                x.dir = dir_from_name(reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 10)));
+                x.dir =
+                    dir_from_name(reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 10)));
                 x.status = status_from_name(
                     reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 11)));
                 res.records.push_back(x);
@@ -606,14 +620,25 @@ void Writer::run() {
             // Only counters changed: they are written too.
         }
         extracts.clear();
+        {
+            // Once closing, a locked DB may hold the writer only for what is
+            // left of close()'s deadline, not for a whole busy timeout.
+            std::lock_guard lk(mu_);
+            if (stop_) {
+                int64_t left_ms =
+                    deadline_ms_ - static_cast<int64_t>((now_ns() - stop_ns_) / 1000000);
+                sqlite3_busy_timeout(
+                    db_.get(), static_cast<int>(std::clamp<int64_t>(left_ms, 0, kBusyTimeoutMs)));
+            }
+        }
         if (commit(w, extracts, err)) {
             for (auto& r : extracts)
                 answer(r, true);
             if (failing_since) {
                 // Space is back (or the lock went): say what happened, in the DB.
                 std::string what = "the trace DB could not be written for " +
-                                   std::to_string((now_ns() - failing_since) / 1000000) +
-                                   " ms (" + std::to_string(failures) + " tries): " + err +
+                                   std::to_string((now_ns() - failing_since) / 1000000) + " ms (" +
+                                   std::to_string(failures) + " tries): " + err +
                                    "; see sessions.dropped for records lost meanwhile";
                 std::fprintf(stderr, "busprof: %s\n", what.c_str());
                 try {
@@ -648,14 +673,15 @@ void Writer::run() {
         uint64_t now = now_ns();
         if (!failing_since) {
             failing_since = now;
-            std::fprintf(stderr, "busprof: error: writing %s: %s (retrying; the guest is served"
-                                 " meanwhile, records beyond the queue are counted as dropped)\n",
+            std::fprintf(stderr,
+                         "busprof: error: writing %s: %s (retrying; the guest is served"
+                         " meanwhile, records beyond the queue are counted as dropped)\n",
                          path_.c_str(), err.c_str());
         }
         failures++;
         std::unique_lock lk(mu_);
         last_error_ = err;
-        if (stop_ && now - failing_since >= static_cast<uint64_t>(deadline_ms_) * 1000000ull) {
+        if (stop_ && now_ns() - stop_ns_ >= static_cast<uint64_t>(deadline_ms_) * 1000000ull) {
             lost_ = w.records.size() + w.notes.size() + queue_.size() + notes_.size();
             return;
         }

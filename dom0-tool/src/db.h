@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 // The trace DB: opening it (with clear errors), and the writer thread that
 // batches records into WAL transactions.
 #pragma once
@@ -7,16 +8,16 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
-#include <cstdint>
 #include <mutex>
 #include <set>
 #include <sqlite3.h>
 #include <string>
-#include <utility>
 #include <thread>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -106,12 +107,12 @@ class Writer {
     Writer(const Writer&) = delete;
 
     // Producer side (one thread).
-    uint32_t begin_session(const SessionRow& s);        // never refused
+    uint32_t begin_session(const SessionRow& s); // never refused
     void set_counters(uint32_t session, const SessionCounters& c);
-    bool push(const Record& r);                          // false if full
-    bool add_marker(Marker m, bool from_guest = false);  // a guest's may be refused
+    bool push(const Record& r);                         // false if full
+    bool add_marker(Marker m, bool from_guest = false); // a guest's may be refused
     bool add_event(Event e, bool from_guest = false);
-    void request_extract(const ExtractRequest& r);       // never refused
+    void request_extract(const ExtractRequest& r);                     // never refused
     void on_extract(ExtractReply f) { extract_reply_ = std::move(f); } // before any request
 
     // Any thread.  Waits until everything queued before the call is
@@ -125,8 +126,8 @@ class Writer {
     std::string last_error() const;
     const std::string& path() const { return path_; }
 
-    // Stops the thread after it committed everything queued, or gave up
-    // deadline_ms after the first failed try.  Returns the number of
+    // Stops the thread after it committed everything queued, or, if the DB
+    // cannot be written, gives up deadline_ms after this call.  Returns the number of
     // records and notes it could not write (0: nothing lost).
     uint64_t close(int deadline_ms);
 
@@ -172,6 +173,7 @@ class Writer {
     std::string last_error_;
     bool stop_ = false, closed_ = false;
     int deadline_ms_ = 0;
+    uint64_t stop_ns_ = 0; // when close() was called: its deadline counts from there
     uint64_t lost_ = 0;
 
     std::atomic<uint64_t> committed_{0};
