@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 # busprof: the two entry points of the README.
 #   make demo   install what is missing, build, run the demo on the simulated hypervisor
 #   make test   install what is missing, build, run the test suite through ctest
@@ -11,7 +12,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CTEST_LABELS ?= fast|system
 DEPS = cmake g++ gcc make pkg-config python3 sqlite3 libsqlite3-dev libcli11-dev \
-       libgtest-dev libgmock-dev libxen-dev clang libclang-rt-14-dev
+       libgtest-dev libgmock-dev libxen-dev clang libclang-rt-14-dev clang-format
 
 .PHONY: demo test test-sanitize build deps asan system-test system-soak fuzz bench format clean
 
@@ -87,8 +88,9 @@ fuzz: deps
 bench: build
 	$(BUILD)/tests/busprof-bench
 
+# The C++ of dom0-tool/ and tests/ (tests/format_check.sh checks it in make test).
 format:
-	clang-format -i $$(git ls-files '*.cpp' '*.hpp' | grep -v '^xen-patches/')
+	clang-format -i $$(git ls-files 'dom0-tool/*.cpp' 'dom0-tool/*.h' 'tests/*.cpp' 'tests/*.h')
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD)

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: GPL-2.0-only
 -- busprof trace database, schema version 2.
 --
 -- One clock for every time in this file: nanoseconds of dom0's

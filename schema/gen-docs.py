@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
 """Generate docs/schema.md from the comments in schema/busprof.sql.
 
     schema/gen-docs.py             write docs/schema.md
@@ -62,7 +63,9 @@ def lex(text):
         elif text.startswith("--", i):
             j = text.find("\n", i)
             j = n if j < 0 else j
-            add("comment", text[i + 2:j].strip(), i)
+            # the licence line is for tools, not for the reader of the docs
+            if not text[i + 2:j].strip().startswith("SPDX-License-Identifier:"):
+                add("comment", text[i + 2:j].strip(), i)
             i = j
         elif text.startswith("/*", i):
             j = text.find("*/", i + 2)

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
 # Build the patched Xen hypervisor.
 #
 # usage: xen-patches/build-xen.sh [--clean]

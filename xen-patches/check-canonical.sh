@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
 # Check that the files the patch series adds to Xen are byte-for-byte the
 # canonical copies kept in this directory (xen-patches/xen/...), which the
 # userspace shim builds and the core tests and the simulated hypervisor run.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
 # Check that xen-patches/series applies to the pristine source pinned in UPSTREAM.
 #
 # usage: xen-patches/check-series.sh [-q]

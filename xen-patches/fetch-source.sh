@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
 # Fetch and unpack the Xen source pinned in xen-patches/UPSTREAM.
 #
 # usage: xen-patches/fetch-source.sh [--print-mirror | --print-version | --help]

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
 # Regenerate the patch series so that every file it adds that has a
 # canonical copy here (xen-patches/xen/...: the public header, the internal
 # header, common/busprof/) is byte-for-byte that copy.  Edit those files in

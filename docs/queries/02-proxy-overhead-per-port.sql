@@ -1,4 +1,5 @@
 -- Title: How much of each port's access time is proxy overhead rather than bus time?
+-- SPDX-License-Identifier: GPL-2.0-only
 -- Per domain and port, over 'ok' transactions: the mean bus time, the mean
 -- overhead (the rest of t_resume_ns - t_trap_ns: VM exit, ioreq round trip,
 -- daemon) and the overhead's share of the guest's total wait, largest first.

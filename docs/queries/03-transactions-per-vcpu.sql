@@ -1,4 +1,5 @@
 -- Title: How many transactions did each vCPU make, and how much bus time did they take?
+-- SPDX-License-Identifier: GPL-2.0-only
 -- Per session and vCPU: all recorded transactions, split into reads ('in')
 -- and writes ('out'), those that did not complete normally ('timeout' or
 -- 'error'), and the bus time of the 'ok' ones.

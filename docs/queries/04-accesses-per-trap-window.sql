@@ -1,4 +1,5 @@
 -- Title: Which accesses happened between each start_trap and its stop_trap?
+-- SPDX-License-Identifier: GPL-2.0-only
 -- A trap window runs from a guest's start_trap marker to the next stop_trap
 -- marker of the same session and the same port range.  Xen drops every trap
 -- when an access times out or the daemon detaches, so a window may have no

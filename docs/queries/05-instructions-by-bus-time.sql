@@ -1,4 +1,5 @@
 -- Title: Which instructions (RIP) are responsible for most bus time?
+-- SPDX-License-Identifier: GPL-2.0-only
 -- Per domain, the five IN/OUT instructions whose 'ok' accesses spent the
 -- most time on the bus, with their share of the domain's bus time.  RIPs are
 -- stored as signed 64-bit integers; printf('0x%x') shows kernel addresses

@@ -1,4 +1,5 @@
 -- Title: Did any session lose, time out or refuse accesses?
+-- SPDX-License-Identifier: GPL-2.0-only
 -- Per session: transactions recorded and dropped on a full record queue,
 -- accesses Xen completed without the daemon (sessions.timeouts), the
 -- recorded transactions with status 'timeout' and 'error', and how many

@@ -1,4 +1,5 @@
 -- Title: Did the UART scratch register read back what was written?
+-- SPDX-License-Identifier: GPL-2.0-only
 -- Every read of a 16550 scratch register (base + 7 for the usual bases
 -- 0x3f8, 0x2f8, 0x3e8, 0x2e8) next to the last value written to it before in
 -- the same session, by any vCPU.  matches is NULL when nothing was written

@@ -1,4 +1,5 @@
 -- Title: What happened during each session, in order?
+-- SPDX-License-Identifier: GPL-2.0-only
 -- Markers (the guest's trap and extract calls, the dom0 user's commands)
 -- and events (timeouts, detaches, refusals, a full queue) of every session
 -- on one time line, in ns since the session started recording.

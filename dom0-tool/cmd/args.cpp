@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 // Checks of option values, shared by the subcommands.
 #include "cmd.h"
 
@@ -9,7 +10,9 @@ namespace busprof {
 
 namespace {
 
-std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
+std::string in_quotes(const std::string& s) {
+    return "'" + s + "'";
+}
 
 } // namespace
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 // One subcommand, one file: each registers itself on the CLI11 app.
 #pragma once
 
@@ -10,10 +11,10 @@
 namespace busprof {
 
 struct Globals {
-    std::string db;           // trace DB
-    std::string socket;       // daemon control socket
-    std::string sim_socket;   // simulated hypervisor socket
-    std::string backend;      // sim | xen
+    std::string db;         // trace DB
+    std::string socket;     // daemon control socket
+    std::string sim_socket; // simulated hypervisor socket
+    std::string backend;    // sim | xen
 };
 
 // Each setup_* adds its subcommand; the callback runs it and returns the exit code.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 // busprof pause|resume|stop|rearm|status|flush: talk to a running daemon.
 #include "cmd.h"
 #include "error.h"

@@ -1,6 +1,7 @@
+// SPDX-License-Identifier: GPL-2.0-only
 // busprof daemon DOMAIN: profile one guest domain.
-#include "cmd.h"
 #include "daemon.h"
+#include "cmd.h"
 
 #include <csignal>
 #include <cstdio>
@@ -15,13 +16,16 @@ void setup_daemon(CLI::App& app, Globals& g, Runner& run) {
     c->add_option("domain", cfg->domain, "guest domain, by name or id")
         ->required()
         ->check(non_empty("domain"));
-    c->add_option("--backend", g.backend, "hypervisor: sim or xen")->check(CLI::IsMember({"sim", "xen"}));
-    c->add_option("--bus", cfg->bus, "where accesses happen: sim (device models) or port (real inb/outb)")
+    c->add_option("--backend", g.backend, "hypervisor: sim or xen")
+        ->check(CLI::IsMember({"sim", "xen"}));
+    c->add_option("--bus", cfg->bus,
+                  "where accesses happen: sim (device models) or port (real inb/outb)")
         ->check(CLI::IsMember({"sim", "port"}));
     c->add_option("--db", g.db, "trace DB file (created if missing)");
     c->add_option("--socket", g.socket, "control socket for pause/resume/stop/status");
     c->add_option("--sim-socket", g.sim_socket, "socket of the simulated hypervisor");
-    c->add_option("--timeout-ms", cfg->timeout_ms, "longest a trapped access may wait for the daemon")
+    c->add_option("--timeout-ms", cfg->timeout_ms,
+                  "longest a trapped access may wait for the daemon")
         ->check(integer_in(1, 60000, "ms"));
     c->add_option("--queue", cfg->queue_capacity, "record queue capacity (transactions)")
         ->check(integer_in(2, 1u << 24));
@@ -29,7 +33,8 @@ void setup_daemon(CLI::App& app, Globals& g, Runner& run) {
     c->add_option("--start-after", cfg->triggers.start_after_accesses,
                   "start recording after N accesses instead of at start_trap")
         ->check(integer_in(1, INT64_MAX));
-    c->add_flag("--manual-start", cfg->triggers.manual_start, "start recording only on 'busprof resume'");
+    c->add_flag("--manual-start", cfg->triggers.manual_start,
+                "start recording only on 'busprof resume'");
     c->add_flag("--stop-on-stop-trap", cfg->triggers.stop_on_stop_trap,
                 "stop when the guest removes its last trapped range");
     c->add_option("--stop-after", cfg->triggers.stop_after_records, "stop after N records")

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 // busprof demo: the whole pipeline on the simulated hypervisor.
 // Three processes: busprof-simxen, busprof daemon, the example driver.
 #include "cmd.h"
@@ -26,7 +27,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path self_dir() { return fs::read_symlink("/proc/self/exe").parent_path(); }
+fs::path self_dir() {
+    return fs::read_symlink("/proc/self/exe").parent_path();
+}
 
 // The program next to busprof (installed) or where the build tree has it.
 std::string find_program(const char* env, const char* name, const char* build_subdir) {
@@ -157,7 +160,8 @@ void setup_demo(CLI::App& app, Globals& g, Runner& run) {
                         static_cast<long long>(total), g.db.c_str(),
                         static_cast<long long>(disorder));
             if (drv_rc || daemon_rc) {
-                std::fprintf(stderr, "busprof: error: demo failed (driver exit %d, daemon exit %d)\n",
+                std::fprintf(stderr,
+                             "busprof: error: demo failed (driver exit %d, daemon exit %d)\n",
                              drv_rc, daemon_rc);
                 return EXIT_FAILURE;
             }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 // busprof: code-based bus performance analysis for Xen (the dom0 command).
 #include "cmd.h"
 #include "error.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 // busprof policy DOMAIN: which port ranges a guest may trap.
 #include "cmd.h"
 #include "error.h"
@@ -9,7 +10,8 @@
 namespace busprof {
 
 void setup_policy(CLI::App& app, Globals& g, Runner& run) {
-    auto* c = app.add_subcommand("policy", "allow, revoke or list the port ranges a domain may trap");
+    auto* c =
+        app.add_subcommand("policy", "allow, revoke or list the port ranges a domain may trap");
     auto domain = std::make_shared<std::string>();
     auto allow = std::make_shared<std::vector<std::string>>();
     auto revoke = std::make_shared<std::vector<std::string>>();
@@ -18,7 +20,8 @@ void setup_policy(CLI::App& app, Globals& g, Runner& run) {
         ->check(non_empty("domain"));
     c->add_option("--allow", *allow, "ranges to allow, e.g. 0x3f8-0x3ff,0x70-0x71");
     c->add_option("--revoke", *revoke, "ranges to revoke (traps outside the policy are dropped)");
-    c->add_option("--backend", g.backend, "hypervisor: sim or xen")->check(CLI::IsMember({"sim", "xen"}));
+    c->add_option("--backend", g.backend, "hypervisor: sim or xen")
+        ->check(CLI::IsMember({"sim", "xen"}));
     c->add_option("--sim-socket", g.sim_socket, "socket of the simulated hypervisor");
     c->callback([&g, &run, domain, allow, revoke] {
         // Every range is checked before the hypervisor is asked anything, so a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 // busprof query SQL: run SQL on a trace DB (read-only).
 #include "cmd.h"
 #include "db.h"

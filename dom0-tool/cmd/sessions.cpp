@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 // busprof sessions: the sessions in a trace DB.
 #include "cmd.h"
 #include "db.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 // busprof stats: per-port latency table.
 #include "cmd.h"
 #include "db.h"

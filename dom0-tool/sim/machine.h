@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 // The simulated machine's port I/O devices: a 16550 UART with its scratch
 // register, CMOS NVRAM behind 0x70/0x71 and a device of configurable latency.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 // busprof-simxen: the simulated hypervisor as a process.
 #include "error.h"
 #include "simxen.h"

@@ -1,12 +1,13 @@
+// SPDX-License-Identifier: GPL-2.0-only
 #include "simxen.h"
 
 #include "error.h"
 #include "seqpacket.h"
 
 extern "C" {
+#include "sim-proto.h"
 #include <xen/busprof.h>
 #include <xen/hvm/ioreq.h>
-#include "sim-proto.h"
 }
 
 #include <cstring>
@@ -141,8 +142,7 @@ struct domain* busprof_host_get_target(struct domain* caller, domid_t domid, int
 
 void busprof_host_put_target(struct domain*) {}
 
-bool busprof_host_ioports_permitted(const struct domain* d, unsigned int first,
-                                    unsigned int last) {
+bool busprof_host_ioports_permitted(const struct domain* d, unsigned int first, unsigned int last) {
     return busprof_ranges_covers(&host_of(d)->ioports, first, last);
 }
 
@@ -205,9 +205,15 @@ void busprof_host_evtchn_free(struct domain* d, unsigned int port) {
         host_of(d)->evtchn[port].reset();
 }
 
-uint64_t busprof_host_tsc(void) { return static_cast<uint64_t>(NOW()); }
-uint32_t busprof_host_tsc_khz(void) { return 1000000; }
-uint32_t busprof_host_clock_flags(void) { return XEN_BUSPROF_PAGE_CLOCK_MONOTONIC; }
+uint64_t busprof_host_tsc(void) {
+    return static_cast<uint64_t>(NOW());
+}
+uint32_t busprof_host_tsc_khz(void) {
+    return 1000000;
+}
+uint32_t busprof_host_clock_flags(void) {
+    return XEN_BUSPROF_PAGE_CLOCK_MONOTONIC;
+}
 
 } // extern "C"
 
@@ -655,8 +661,7 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r) {
     unsigned size = r.size;
 
     // Before anything uses size: a guest chooses it.
-    if ((size != 1 && size != 2 && size != 4) || r.port > 0xffff ||
-        r.dir > XEN_BUSPROF_DIR_IN) {
+    if ((size != 1 && size != 2 && size != 4) || r.port > 0xffff || r.dir > XEN_BUSPROF_DIR_IN) {
         r.rc = -EINVAL;
         return;
     }
@@ -670,8 +675,7 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r) {
     int to_dm = -1, from_dm = -1;
     {
         std::lock_guard lk(dom->mu);
-        if (dom->server &&
-            busprof_ranges_covers(&dom->server_ports, r.port, r.port + size - 1)) {
+        if (dom->server && busprof_ranges_covers(&dom->server_ports, r.port, r.port + size - 1)) {
             p = &dom->ioreq->vcpu_ioreq[c.vcpu];
             to_dm = dom->to_dm[c.vcpu].get();
             from_dm = dom->from_dm[c.vcpu].get();

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 // The simulated hypervisor: hosts the hypervisor-side C of xen-patches/
 // (xen/common/busprof) behind the userspace shim and serves guests and dom0
 // programs over the protocol of xen-patches/shim/sim-proto.h.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 #include "bus.h"
 
 #include "error.h"
@@ -21,21 +22,31 @@ class PortBus : public Bus {
             throw SystemError("ioperm " + std::to_string(first) + "-" + std::to_string(last),
                               errno);
     }
-    void revoke(uint16_t first, uint16_t last) override {
-        ::ioperm(first, last - first + 1u, 0);
-    }
+    void revoke(uint16_t first, uint16_t last) override { ::ioperm(first, last - first + 1u, 0); }
     void access(uint16_t port, unsigned size, bool write, uint32_t* value) override {
         if (write) {
             switch (size) {
-            case 1: outb(static_cast<uint8_t>(*value), port); break;
-            case 2: outw(static_cast<uint16_t>(*value), port); break;
-            default: outl(*value, port); break;
+            case 1:
+                outb(static_cast<uint8_t>(*value), port);
+                break;
+            case 2:
+                outw(static_cast<uint16_t>(*value), port);
+                break;
+            default:
+                outl(*value, port);
+                break;
             }
         } else {
             switch (size) {
-            case 1: *value = inb(port); break;
-            case 2: *value = inw(port); break;
-            default: *value = inl(port); break;
+            case 1:
+                *value = inb(port);
+                break;
+            case 2:
+                *value = inw(port);
+                break;
+            default:
+                *value = inl(port);
+                break;
             }
         }
     }
@@ -88,8 +99,12 @@ class SimBus : public Bus {
 
 } // namespace
 
-std::unique_ptr<Bus> make_port_bus() { return std::make_unique<PortBus>(); }
-std::unique_ptr<Bus> make_sim_bus(const SimBusConfig& cfg) { return std::make_unique<SimBus>(cfg); }
+std::unique_ptr<Bus> make_port_bus() {
+    return std::make_unique<PortBus>();
+}
+std::unique_ptr<Bus> make_sim_bus(const SimBusConfig& cfg) {
+    return std::make_unique<SimBus>(cfg);
+}
 
 void publish_sim_machine(FD fd) {
     std::shared_ptr<sim::Machine> m;

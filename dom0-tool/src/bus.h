@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 // Bus backends: where the daemon performs a guest's access for real.
 #pragma once
 
@@ -28,7 +29,7 @@ std::unique_ptr<Bus> make_port_bus();
 // sim: device models.  latency_ns: extra time each access to the latency
 // device takes.
 struct SimBusConfig {
-    uint16_t uart_base = 0x3f8;   // 16550 UART, 8 ports; scratch at +7
+    uint16_t uart_base = 0x3f8;    // 16550 UART, 8 ports; scratch at +7
     uint16_t latency_base = 0x300; // latency device, 16 ports
     uint64_t latency_ns = 2000;
 };

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 #include "control_server.h"
 
 #include "clock.h"
@@ -61,7 +62,9 @@ constexpr std::pair<const char*, ControlCommand> kCommands[] = {
 constexpr const char* kCommandHint = "the commands are status, pause, resume, stop, rearm "
                                      "and flush, one per connection (busprof(1))";
 
-bool blank(char c) { return c == ' ' || c == '\t'; }
+bool blank(char c) {
+    return c == ' ' || c == '\t';
+}
 
 } // namespace
 
@@ -120,7 +123,8 @@ void ControlServer::run() {
     while (!stop_) {
         std::vector<pollfd> p;
         p.push_back({wake_.get(), POLLIN, 0});
-        p.push_back({listen_.get(), static_cast<short>(clients.size() < kMaxClients ? POLLIN : 0), 0});
+        p.push_back(
+            {listen_.get(), static_cast<short>(clients.size() < kMaxClients ? POLLIN : 0), 0});
         for (auto& c : clients)
             p.push_back({c.fd.get(), POLLIN, 0});
         int n = ::poll(p.data(), p.size(), 200);
@@ -145,16 +149,16 @@ void ControlServer::run() {
                         done = true;
                         break;
                     case RequestFramer::Result::too_long:
-                        reply(c.fd.get(), "ERR request longer than " + std::to_string(kMaxLine) +
-                                              " bytes\n");
+                        reply(c.fd.get(),
+                              "ERR request longer than " + std::to_string(kMaxLine) + " bytes\n");
                         done = true;
                         break;
                     }
                 }
             }
             if (!done && now >= c.deadline) {
-                reply(c.fd.get(), "ERR no complete request within " +
-                                      std::to_string(deadline_ms_) + " ms\n");
+                reply(c.fd.get(),
+                      "ERR no complete request within " + std::to_string(deadline_ms_) + " ms\n");
                 done = true;
             }
             if (done)
@@ -168,8 +172,10 @@ void ControlServer::run() {
                     reply(c.get(), "ERR permission denied: only root or the daemon's user may"
                                    " control it\n");
                 else
-                    clients.push_back({std::move(c), {},
-                                       now_ns() + static_cast<uint64_t>(deadline_ms_) * 1000000ull});
+                    clients.push_back(
+                        {std::move(c),
+                         {},
+                         now_ns() + static_cast<uint64_t>(deadline_ms_) * 1000000ull});
             }
         }
     }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 // The daemon's control socket: one request line per connection, one reply.
 // A poll loop with a deadline per client, so a slow or vanished client
 // costs the others nothing and can never kill the daemon.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 #include "daemon.h"
 
 #include "clock.h"
@@ -64,14 +65,21 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
             cfg_.control_socket, [this](const std::string& line) { return control(line); });
 
     // Only a daemon that is fully set up leaves a session row behind.
-    SessionRow row{dom_.domid, dom_.name, hv_->name(), bus_->name(),
-                   to_string(session_.state()), cfg_.triggers.start_text(),
-                   cfg_.triggers.stop_text(), now_ns()};
+    SessionRow row{dom_.domid,
+                   dom_.name,
+                   hv_->name(),
+                   bus_->name(),
+                   to_string(session_.state()),
+                   cfg_.triggers.start_text(),
+                   cfg_.triggers.stop_text(),
+                   now_ns()};
     session_ord_ = writer_->begin_session(row);
     publish();
 }
 
-Daemon::~Daemon() { finish(); }
+Daemon::~Daemon() {
+    finish();
+}
 
 // Ends the session, detaches and writes out everything queued; the number
 // of records and notes that could not be written (0: nothing lost).
@@ -86,8 +94,9 @@ uint64_t Daemon::finish() {
     if (writer_) {
         lost = writer_->close(5000);
         if (lost)
-            std::fprintf(stderr, "busprof: error: %llu records and notes could not be written to"
-                                 " %s: %s\n",
+            std::fprintf(stderr,
+                         "busprof: error: %llu records and notes could not be written to"
+                         " %s: %s\n",
                          static_cast<unsigned long long>(lost), cfg_.db.c_str(),
                          writer_->last_error().c_str());
         writer_.reset();
@@ -95,7 +104,9 @@ uint64_t Daemon::finish() {
     return lost;
 }
 
-int64_t Daemon::session_id(int wait_ms) { return writer_->session_row(session_ord_, wait_ms); }
+int64_t Daemon::session_id(int wait_ms) {
+    return writer_->session_row(session_ord_, wait_ms);
+}
 
 // Where the stamp clock's 0 lies on CLOCK_MONOTONIC: bracket a query that
 // reads it and keep the tightest of a few tries.  Xen stamps its system
@@ -113,8 +124,8 @@ void Daemon::calibrate_clock() {
             throw SystemError("reading Xen's clock (XEN_BUSPROF_query)", static_cast<int>(-rc));
         if (b - a < best) {
             best = b - a;
-            tsc_offset_ = static_cast<int64_t>(a + (b - a) / 2) -
-                          static_cast<int64_t>(stamp_ns(q.now));
+            tsc_offset_ =
+                static_cast<int64_t>(a + (b - a) / 2) - static_cast<int64_t>(stamp_ns(q.now));
         }
     }
     std::fprintf(stderr, "busprof: Xen clock offset %lld ns, +/- %llu ns\n",
@@ -226,7 +237,7 @@ void Daemon::transition(const char* kind, const std::string& cause, uint64_t now
     if (!kind)
         kind = session_.state() == SessionState::profiling ? "start"
                : session_.state() == SessionState::stopped ? "stop"
-                                                            : "pause";
+                                                           : "pause";
     writer_->add_marker({session_ord_, kind, -1, -1, -1, now, cause});
     publish();
 }
@@ -277,7 +288,8 @@ bool Daemon::grant(std::pair<uint16_t, uint16_t> r, uint64_t t) {
     try {
         bus_->grant(r.first, r.second);
     } catch (const std::exception& e) {
-        counters_.notes_dropped += !writer_->add_event({session_ord_, "refused", t, e.what()}, true);
+        counters_.notes_dropped +=
+            !writer_->add_event({session_ord_, "refused", t, e.what()}, true);
         return false;
     }
     granted_.push_back(r);
@@ -302,8 +314,8 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
         auto r = std::make_pair(m.first, m.last);
         if (grant(r, t))
             traps_.push_back(r);
-        counters_.notes_dropped += !writer_->add_marker(
-            {session_ord_, "start_trap", vcpu, m.first, m.last, t, {}}, true);
+        counters_.notes_dropped +=
+            !writer_->add_marker({session_ord_, "start_trap", vcpu, m.first, m.last, t, {}}, true);
         if (session_.on_start_trap(t))
             transition(nullptr, "start_trap", t);
         break;
@@ -316,8 +328,8 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
             traps_.erase(it);
         // The bus permission stays until the end: an access Xen routed
         // before the stop may still be in another vCPU's slot.
-        counters_.notes_dropped += !writer_->add_marker(
-            {session_ord_, "stop_trap", vcpu, m.first, m.last, t, {}}, true);
+        counters_.notes_dropped +=
+            !writer_->add_marker({session_ord_, "stop_trap", vcpu, m.first, m.last, t, {}}, true);
         if (traps_.empty() && session_.on_last_stop_trap(t))
             transition(nullptr, "stop_trap", t);
         break;
@@ -327,8 +339,8 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
         // Everything the guest did before asking is complete: its vCPU
         // resumed from each access before it could ask.
         finalize_all(false);
-        counters_.notes_dropped += !writer_->add_marker(
-            {session_ord_, "extract", vcpu, m.first, m.last, t, {}}, true);
+        counters_.notes_dropped +=
+            !writer_->add_marker({session_ord_, "extract", vcpu, m.first, m.last, t, {}}, true);
         writer_->request_extract({session_ord_, dom_.domid, m});
         break;
 
@@ -599,9 +611,14 @@ std::string Daemon::handle(ControlCommand cmd) {
             if (a == SessionAction::rearm) {
                 // The stopped session keeps its row; the new one gets its own.
                 counters_ = {};
-                SessionRow row{dom_.domid, dom_.name, hv_->name(), bus_->name(),
-                               to_string(session_.state()), cfg_.triggers.start_text(),
-                               cfg_.triggers.stop_text(), now};
+                SessionRow row{dom_.domid,
+                               dom_.name,
+                               hv_->name(),
+                               bus_->name(),
+                               to_string(session_.state()),
+                               cfg_.triggers.start_text(),
+                               cfg_.triggers.stop_text(),
+                               now};
                 session_ord_ = writer_->begin_session(row);
                 publish();
             } else {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 // The busprof daemon: the profiler of one guest domain.
 //
 // Three threads, each owning its room:
@@ -105,7 +106,7 @@ class Daemon {
 
     // ioreq thread only
     std::vector<Pending> pending_;
-    std::vector<bool> abandoned_; // Xen gave up on the vCPU's request
+    std::vector<bool> abandoned_;                        // Xen gave up on the vCPU's request
     std::vector<std::pair<uint16_t, uint16_t>> traps_;   // trapped now
     std::vector<std::pair<uint16_t, uint16_t>> granted_; // bus access granted
     uint64_t last_stamp_seq_[XEN_BUSPROF_MAX_VCPUS] = {};

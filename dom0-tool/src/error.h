@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 // Errors at the OS / libxen boundary become SystemError{what, errno}.
 #pragma once
 
@@ -19,7 +20,9 @@ class SystemError : public std::runtime_error {
 };
 
 // Throws SystemError with the current errno.
-[[noreturn]] inline void throw_errno(const std::string& what) { throw SystemError(what, errno); }
+[[noreturn]] inline void throw_errno(const std::string& what) {
+    throw SystemError(what, errno);
+}
 
 // A user mistake: printed as "busprof: error: <what>" plus a hint, exit 1.
 class UserError : public std::runtime_error {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 // Move-only owner of a file descriptor.
 #pragma once
 

@@ -1,6 +1,7 @@
+// SPDX-License-Identifier: GPL-2.0-only
 // Backend-neutral parts of the hypervisor interface.
-#include "error.h"
 #include "hv.h"
+#include "error.h"
 
 #include <cstring>
 #include <utility>
@@ -9,10 +10,11 @@ namespace busprof {
 
 std::string op_error(long rc) {
     static const std::pair<int, const char*> names[] = {
-        {EPERM, "EPERM"},   {ENOENT, "ENOENT"}, {ESRCH, "ESRCH"},   {ENXIO, "ENXIO"},
-        {EBUSY, "EBUSY"},   {EEXIST, "EEXIST"}, {EINVAL, "EINVAL"}, {ENOSPC, "ENOSPC"},
-        {E2BIG, "E2BIG"},   {EAGAIN, "EAGAIN"}, {ETIMEDOUT, "ETIMEDOUT"},
-        {EOPNOTSUPP, "EOPNOTSUPP"}, {EFAULT, "EFAULT"}, {ENOMEM, "ENOMEM"}};
+        {EPERM, "EPERM"},   {ENOENT, "ENOENT"},       {ESRCH, "ESRCH"},
+        {ENXIO, "ENXIO"},   {EBUSY, "EBUSY"},         {EEXIST, "EEXIST"},
+        {EINVAL, "EINVAL"}, {ENOSPC, "ENOSPC"},       {E2BIG, "E2BIG"},
+        {EAGAIN, "EAGAIN"}, {ETIMEDOUT, "ETIMEDOUT"}, {EOPNOTSUPP, "EOPNOTSUPP"},
+        {EFAULT, "EFAULT"}, {ENOMEM, "ENOMEM"}};
     int e = static_cast<int>(-rc);
     for (auto& [n, s] : names)
         if (n == e)

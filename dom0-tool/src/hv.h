@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 // The dom0 view of a hypervisor: busprof_op sub-ops, and the channel a
 // profiler gets to one domain (ioreq server + busprof page + event
 // channels).  Backends: sim (busprof-simxen) and xen (libxen*).
@@ -31,8 +32,12 @@ class Channel {
     unsigned nr_vcpus = 0;
 
     struct Ev {
-        enum Kind { ring, ioreq, gone } kind; // ring has messages / vCPU's ioreq / hypervisor went away
-        unsigned vcpu;                       // for vcpu
+        enum Kind {
+            ring,
+            ioreq,
+            gone
+        } kind;        // ring has messages / vCPU's ioreq / hypervisor went away
+        unsigned vcpu; // for vcpu
     };
     // Waits up to timeout_ms for events, or until wake_fd is readable;
     // appends what happened to out.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 #include "bus.h"
 #include "error.h"
 #include "hv.h"
@@ -22,8 +23,8 @@ class SimConn {
         try {
             sock_ = seqpacket_connect(path);
         } catch (const SystemError& e) {
-            throw UserError("cannot reach the simulated hypervisor at " + path + " (" +
-                                e.what() + ")",
+            throw UserError("cannot reach the simulated hypervisor at " + path + " (" + e.what() +
+                                ")",
                             "start it with 'busprof-simxen --socket " + path +
                                 " --domain ...', or use 'busprof demo'");
         }
@@ -81,7 +82,8 @@ void* map_fd(const FD& fd, size_t size) {
 
 class SimChannel : public Channel {
   public:
-    SimChannel(std::shared_ptr<SimConn> conn, uint16_t domid) : conn_(std::move(conn)), domid_(domid) {}
+    SimChannel(std::shared_ptr<SimConn> conn, uint16_t domid)
+        : conn_(std::move(conn)), domid_(domid) {}
     ~SimChannel() override {
         if (attached_)
             detach();
@@ -166,7 +168,8 @@ class SimHypervisorClient : public Hypervisor {
             std::strncpy(m.name, dom.c_str(), sizeof(m.name) - 1);
         conn_->call(m);
         if (m.rc < 0)
-            throw UserError("no domain '" + dom + "'", "list the simulated domains with busprof-simxen's --domain options");
+            throw UserError("no domain '" + dom + "'",
+                            "list the simulated domains with busprof-simxen's --domain options");
         return {m.domid, std::string(m.name, strnlen(m.name, sizeof(m.name))), m.nr_vcpus};
     }
 

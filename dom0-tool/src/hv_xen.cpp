@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 // The xen backend: the profiler is an ioreq server of the profiled domain
 // (libxendevicemodel), maps its ioreq page and the busprof page
 // (libxenforeignmemory, XENMEM_acquire_resource), waits on event channels

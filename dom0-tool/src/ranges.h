@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 // Port ranges as users write them: "0x3f8-0x3ff,0x70-0x71".
 #pragma once
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 #pragma once
 
 #include <cstdint>
@@ -26,12 +27,16 @@ struct Record {
 };
 
 // Column text of transactions.dir / .status <-> XEN_BUSPROF_DIR_* / _STATUS_*.
-inline const char* dir_name(uint8_t dir) { return dir == XEN_BUSPROF_DIR_IN ? "in" : "out"; }
+inline const char* dir_name(uint8_t dir) {
+    return dir == XEN_BUSPROF_DIR_IN ? "in" : "out";
+}
 inline uint8_t dir_from_name(const char* s) {
     return std::strcmp(s, "in") == 0 ? XEN_BUSPROF_DIR_IN : XEN_BUSPROF_DIR_OUT;
 }
 inline const char* status_name(uint8_t st) {
-    return st == XEN_BUSPROF_STATUS_OK ? "ok" : st == XEN_BUSPROF_STATUS_TIMEOUT ? "timeout" : "error";
+    return st == XEN_BUSPROF_STATUS_OK        ? "ok"
+           : st == XEN_BUSPROF_STATUS_TIMEOUT ? "timeout"
+                                              : "error";
 }
 inline uint8_t status_from_name(const char* s) {
     return std::strcmp(s, "ok") == 0        ? XEN_BUSPROF_STATUS_OK
@@ -42,7 +47,7 @@ inline uint8_t status_from_name(const char* s) {
 struct Marker {
     int64_t session_id;
     std::string kind;
-    int vcpu; // -1: none
+    int vcpu;                  // -1: none
     int port_first, port_last; // -1: none
     uint64_t t_ns;
     std::string cause; // start/stop/pause/resume: what made it; empty: none

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 // Messages with file descriptors over UNIX SOCK_SEQPACKET sockets.
 #pragma once
 
@@ -27,8 +28,12 @@ FD unix_listen(const std::string& path, int type);
 // Whether the process at the other end of a connected UNIX socket may use
 // a busprof server: root, or the user this process runs as.
 bool peer_allowed(int sock);
-inline FD seqpacket_connect(const std::string& path) { return unix_connect(path, SOCK_SEQPACKET); }
-inline FD seqpacket_listen(const std::string& path) { return unix_listen(path, SOCK_SEQPACKET); }
+inline FD seqpacket_connect(const std::string& path) {
+    return unix_connect(path, SOCK_SEQPACKET);
+}
+inline FD seqpacket_listen(const std::string& path) {
+    return unix_listen(path, SOCK_SEQPACKET);
+}
 
 // Sends one message with optional fds.  Throws SystemError.
 void send_msg(int sock, const void* buf, size_t len, const std::vector<int>& fds = {});

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 #include "session.h"
 
 #include "error.h"
@@ -6,21 +7,30 @@ namespace busprof {
 
 const char* to_string(SessionState s) {
     switch (s) {
-    case SessionState::configured: return "configured";
-    case SessionState::profiling: return "profiling";
-    case SessionState::paused: return "paused";
-    case SessionState::stopped: return "stopped";
+    case SessionState::configured:
+        return "configured";
+    case SessionState::profiling:
+        return "profiling";
+    case SessionState::paused:
+        return "paused";
+    case SessionState::stopped:
+        return "stopped";
     }
     return "?";
 }
 
 const char* to_string(SessionAction a) {
     switch (a) {
-    case SessionAction::start: return "start";
-    case SessionAction::pause: return "pause";
-    case SessionAction::resume: return "resume";
-    case SessionAction::stop: return "stop";
-    case SessionAction::rearm: return "rearm";
+    case SessionAction::start:
+        return "start";
+    case SessionAction::pause:
+        return "pause";
+    case SessionAction::resume:
+        return "resume";
+    case SessionAction::stop:
+        return "stop";
+    case SessionAction::rearm:
+        return "rearm";
     }
     return "?";
 }
@@ -84,10 +94,9 @@ void Session::apply(SessionAction a, uint64_t now) {
     static const char* needs[] = {"configured", "profiling", "paused or configured",
                                   "configured, profiling or paused", "stopped"};
     if (!go(a, now))
-        throw UserError(std::string("cannot ") + to_string(a) + " a session that is " +
-                            to_string(state_),
-                        std::string(to_string(a)) + " needs a session that is " +
-                            needs[static_cast<int>(a)]);
+        throw UserError(
+            std::string("cannot ") + to_string(a) + " a session that is " + to_string(state_),
+            std::string(to_string(a)) + " needs a session that is " + needs[static_cast<int>(a)]);
 }
 
 bool Session::on_start_trap(uint64_t now) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 // The session state machine of DESIGN.md:
 //   configured -> profiling <-> paused -> stopped -> configured
 // plus configured -> stopped.  Invalid transitions throw UserError and

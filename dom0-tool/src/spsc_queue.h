@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 // Bounded lock-free single-producer / single-consumer ring.  The hot path
 // (the daemon's ioreq loop) pushes, the DB writer thread pops; neither waits.
 #pragma once

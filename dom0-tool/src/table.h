@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 // Runs SQL on the trace DB and prints the rows as a table, CSV or JSON.
 #pragma once
 

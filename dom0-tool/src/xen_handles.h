@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 // Move-only owners of libxen handles and of what they hand out (hypercall
 // buffers, foreign resource mappings, event channel bindings, ioreq
 // servers), plus the xentoollog logger that routes libxen's messages to

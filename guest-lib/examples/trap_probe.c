@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-only */
 /*
  * busprof-trap-probe: can this guest trap these ports?  Tries
  * bp_start_trap(FIRST, LAST) and, if that worked, bp_stop_trap again.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-only */
 /*
  * libbusprof "privcmd" backend: a Linux domU on a busprof-patched Xen.
  * HVM guests may not issue hypercalls from CPL3, so the hypercall goes

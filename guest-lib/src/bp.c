@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-only */
 /*
  * libbusprof core: argument checks and the extract protocol, over a backend
  * that issues busprof_op hypercalls.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-only */
 /* libbusprof internals: the handle and the backend interface. */
 #ifndef BUSPROF_BP_PRIVATE_H
 #define BUSPROF_BP_PRIVATE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-only */
 /*
  * pio_trap.c - trap-and-emulate port I/O for busprof "sim" mode.
  *

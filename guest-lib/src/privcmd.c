@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-only */
 /*
  * privcmd.c - the busprof_op hypercall through the guest kernel's privcmd
  * driver.  See privcmd.h.

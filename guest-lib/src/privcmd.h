@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-only */
 /*
  * privcmd.h - the busprof_op hypercall from Linux userspace in a domU.
  *

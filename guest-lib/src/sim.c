@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-only */
 /*
  * libbusprof "sim" backend: hypercalls and port I/O go to the simulated
  * hypervisor over its socket.  Each thread that does port I/O gets its own

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 // busprof-bench: figures, each against a baseline measured in the same run.
 //  1. record path: the daemon's queue + batching WAL writer vs one autocommit
 //     INSERT per transaction (what a naive profiler would do).

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
 """Runs the table of bad command lines in bad_input.table (format described there).
 usage: run_bad_input.py --bin BUILD_DIR"""
 import argparse

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
 """Runs the declarative CLI tests of cli.tests (format described there).
 usage: run_cli_tests.py --bin BUILD_DIR [NAME...]"""
 import argparse

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0-only
 # The public ABI header compiles on its own as C89, C99 and C++20 over the
 # installed Xen public headers, and its shared structures have the sizes the
 # ABI promises: the busprof page fits in one 4 KiB page, a record is 64 bytes.

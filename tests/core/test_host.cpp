@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 // The host hooks of xen/busprof.h for the core tests: a fake domain table,
 // a fake clock, 4 KiB zeroed pages, and a record of every call.
 #include "test_host.h"
@@ -10,7 +11,9 @@ namespace testhost {
 
 static Host* g_host = new Host;
 
-Host& host() { return *g_host; }
+Host& host() {
+    return *g_host;
+}
 
 void reset() {
     for (auto& [domid, pg] : g_host->live_pages)
@@ -57,10 +60,11 @@ struct domain* busprof_host_get_target(struct domain* caller, domid_t domid, int
     return it->second;
 }
 
-void busprof_host_put_target(struct domain*) { host().put_target_calls++; }
+void busprof_host_put_target(struct domain*) {
+    host().put_target_calls++;
+}
 
-bool busprof_host_ioports_permitted(const struct domain* d, unsigned int first,
-                                    unsigned int last) {
+bool busprof_host_ioports_permitted(const struct domain* d, unsigned int first, unsigned int last) {
     return testhost::permitted(d->domain_id, first, last);
 }
 
@@ -109,8 +113,14 @@ void busprof_host_evtchn_free(struct domain* d, unsigned int port) {
     host().evtchn_frees.push_back({d->domain_id, port});
 }
 
-uint64_t busprof_host_tsc(void) { return host().tsc; }
-uint32_t busprof_host_tsc_khz(void) { return host().tsc_khz; }
-uint32_t busprof_host_clock_flags(void) { return host().clock_flags; }
+uint64_t busprof_host_tsc(void) {
+    return host().tsc;
+}
+uint32_t busprof_host_tsc_khz(void) {
+    return host().tsc_khz;
+}
+uint32_t busprof_host_clock_flags(void) {
+    return host().clock_flags;
+}
 
 } // extern "C"

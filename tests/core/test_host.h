@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 // A test-only host for the hypervisor-side C of xen-patches/: extern "C"
 // definitions of every busprof_host_* hook (in test_host.cpp) over a fake
 // domain table, with every call the core makes recorded for the tests.
@@ -43,9 +44,9 @@ struct Host {
     unsigned get_target_calls = 0, put_target_calls = 0;
 
     // Failure injection.
-    int map_rc = 0;              // returned by map_ports(map = true)
+    int map_rc = 0; // returned by map_ports(map = true)
     bool page_alloc_fails = false;
-    int evtchn_alloc_rc = 0;     // < 0: evtchn_alloc fails with it
+    int evtchn_alloc_rc = 0; // < 0: evtchn_alloc fails with it
 
     // The fake clock.
     uint64_t tsc = 1000;

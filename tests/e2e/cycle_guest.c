@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * A guest driver that brackets each access pair with its own trap, as a
  * driver that profiles one register write at a time does:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
 """End-to-end tests of the daemon's promises on the simulated hypervisor:
 the capture is exact, the guest never waits on storage, and faults (a full
 disk, a locked DB, a vanished hypervisor, a killed daemon, hostile control

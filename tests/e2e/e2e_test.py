@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
 """End-to-end tests on the simulated hypervisor: three real processes
 (busprof-simxen, busprof daemon, a guest program) and a real SQLite file.
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * Guest programs for the end-to-end tests of what the simulator must do
  * like Xen.  Each case prints what the driver saw; the test compares it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * A guest that traps one port and reads it once; the test makes that read
  * slow or kills the daemon under it.  Prints "READ 0x.." and exits 0 when

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 // Db::open (dom0-tool/src/db.cpp) on files that are not busprof's.
 #include "db.h"
 #include "error.h"

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
 """The fault suite's command-line cases (see README.md in this directory).
 usage: fault_test.py CASE --bin BUILD_DIR    (CASE 'all' runs every case)"""
 import argparse

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 // unix_listen and peer_allowed (dom0-tool/src/seqpacket.h): who may take a
 // socket path and who may talk to a busprof server.
 #include "error.h"

@@ -48,9 +48,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // What the framer must have said, from the bytes as a whole.
     auto nl = sent.find('\n');
     std::string before = sent.substr(0, nl);
-    RequestFramer::Result want = before.size() > RequestFramer::kMaxLine ? RequestFramer::Result::too_long
-                                 : nl == std::string::npos             ? RequestFramer::Result::more
-                                                                       : RequestFramer::Result::line;
+    RequestFramer::Result want = before.size() > RequestFramer::kMaxLine
+                                     ? RequestFramer::Result::too_long
+                                 : nl == std::string::npos ? RequestFramer::Result::more
+                                                           : RequestFramer::Result::line;
     if (r != want)
         fail("the framer's answer depends on how the bytes were cut");
     if (r != RequestFramer::Result::line)

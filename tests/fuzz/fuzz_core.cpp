@@ -44,7 +44,7 @@ struct World {
     struct domain dom0 {};
     struct domain guest {};
     struct vcpu dom0_v {};
-    struct vcpu gv[kVcpus]{};
+    struct vcpu gv[kVcpus] {};
     xen_busprof_extract last_extract{};
     bool extracted = false;
 

@@ -13,8 +13,8 @@
 #include "simxen.h"
 
 extern "C" {
-#include <xen/busprof.h>
 #include "sim-proto.h"
+#include <xen/busprof.h>
 }
 
 #include <fuzzer/FuzzedDataProvider.h>
@@ -111,15 +111,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         int which = in.ConsumeBool() ? 1 : 0; // 0: the guest's socket, 1: dom0's
         bp_sim_msg m{};
         m.type = in.ConsumeIntegralInRange<uint32_t>(0, 10);
-        m.version = in.ConsumeProbability<float>() < 0.95f ? BP_SIM_VERSION : in.ConsumeIntegral<uint32_t>();
-        m.role = in.ConsumeProbability<float>() < 0.8f ? (which ? BP_SIM_ROLE_DOM0 : BP_SIM_ROLE_GUEST)
-                                                       : in.ConsumeIntegral<uint32_t>();
+        m.version = in.ConsumeProbability<float>() < 0.95f ? BP_SIM_VERSION
+                                                           : in.ConsumeIntegral<uint32_t>();
+        m.role = in.ConsumeProbability<float>() < 0.8f
+                     ? (which ? BP_SIM_ROLE_DOM0 : BP_SIM_ROLE_GUEST)
+                     : in.ConsumeIntegral<uint32_t>();
         m.domid = in.ConsumeBool() ? 1 : in.ConsumeIntegral<uint16_t>();
         m.vcpu = in.ConsumeIntegral<uint16_t>();
         m.ioservid = in.ConsumeIntegral<uint16_t>();
-        m.cmd = in.ConsumeBool() ? in.ConsumeIntegralInRange<uint32_t>(0, 24) : in.ConsumeIntegral<uint32_t>();
+        m.cmd = in.ConsumeBool() ? in.ConsumeIntegralInRange<uint32_t>(0, 24)
+                                 : in.ConsumeIntegral<uint32_t>();
         m.nr = in.ConsumeIntegralInRange<uint32_t>(0, 4);
-        m.port = in.ConsumeBool() ? 0x3f8u + in.ConsumeIntegralInRange<uint32_t>(0, 8) : in.ConsumeIntegral<uint32_t>();
+        m.port = in.ConsumeBool() ? 0x3f8u + in.ConsumeIntegralInRange<uint32_t>(0, 8)
+                                  : in.ConsumeIntegral<uint32_t>();
         m.size = in.ConsumeIntegralInRange<uint32_t>(0, 5);
         m.dir = in.ConsumeIntegralInRange<uint32_t>(0, 2);
         m.value = in.ConsumeIntegral<uint32_t>();

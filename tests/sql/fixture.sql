@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: GPL-2.0-only
 -- Fixture for the golden tests of docs/queries/*.sql: a small, hand-made
 -- trace that the expected files in tests/sql/expected/ were worked out from.
 -- Loaded after schema/busprof.sql into an empty in-memory database.

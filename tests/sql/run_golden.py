@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
 """Golden tests of the example queries in docs/queries/.
 
 Builds an in-memory database from schema/busprof.sql and tests/sql/fixture.sql,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
 """busprof system test: why did a run fail?  Reads one run's output directory
 (serial.log, results/, and what soak.sh adds: qemu-status, check.txt) and names
 the guests' results and the failure causes; with several directories, prints the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 # shellcheck shell=bash
 # Shared shell functions of the busprof system-test rig. Source it from bash:
 #   . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
 # busprof system test: the patched Xen booted under QEMU TCG with PV, PVH and HVM
 # guests whose port I/O reaches a real (emulated) 16550 UART. Entry point of
 # `make system-test`. See tests/system/README.md.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
 # busprof system test, soak: runs the real-Xen system test N times in a row and prints
 # passes/failures per guest type (PV-refused, PVH, HVM) and per failure cause
 # (tests/system/classify.py). Entry point of `make system-soak N=10 [ASAN=1] [BASELINE=1]`.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
 # Stage 5: boot the (patched) Xen + Linux dom0 under QEMU TCG and let dom0's stage-2
 # init (stage 6, inside the VM) run the hook.
 #

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
 # Stage 7: after QEMU has exited. Copies the results out of the second disk
 # (build/system-test/results/, trace.db -> build/system-test/trace.db), scans the
 # serial log for Xen crashes and dom0's kernel log for crashed processes, prints a

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
 # Stage 4: the project's binaries, the guest initramfs and the dom0 root filesystem image.
 #
 #  - programs: porttest (tests/system/guest/porttest.c, static) and ioport-map

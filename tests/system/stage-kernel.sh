@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
 # Stage 3: the Debian kernel (linux-image-amd64 via `apt-get download`, the same kernel
 # for dom0 and the domUs), its modules (depmod'ed: Debian's package ships no
 # modules.dep), busybox-static, the dom0 stage-1 initramfs and the domU initramfs

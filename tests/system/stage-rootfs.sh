@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
 # Stage 2: the dom0 root filesystem (Debian, debootstrap --variant=minbase), cached in
 # build/system-test/cache/rootfs-<hash>/ keyed by a hash of the package list, so
 # reruns skip it. Prints the rootfs directory as its last line.

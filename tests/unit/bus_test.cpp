@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 // The simulated bus (dom0-tool/src/bus.cpp): the device models the daemon
 // performs a guest's accesses on in sim mode.
 #include "bus.h"
@@ -32,7 +33,9 @@ class SimBusTest : public ::testing::Test {
     }
 };
 
-TEST_F(SimBusTest, IsNamedSim) { EXPECT_EQ(bus->name(), "sim"); }
+TEST_F(SimBusTest, IsNamedSim) {
+    EXPECT_EQ(bus->name(), "sim");
+}
 
 TEST_F(SimBusTest, UartScratchRegisterKeepsWhatIsWritten) {
     for (uint32_t v : {0x5au, 0xa5u, 0x00u, 0xffu}) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 // Command-line parsing of the simulated hypervisor (dom0-tool/sim/simxen.h).
 // Its port ranges go through the command's parser (ranges_test.cpp).
 #include "error.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 // Unit tests for the sim-mode port I/O trap engine (guest-lib/src/pio_trap.c).
 //
 // The decoder tests feed byte sequences to bp_pio_decode().  The live tests

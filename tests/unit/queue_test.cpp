@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 // The bounded lock-free SPSC queue between the ioreq loop and the DB writer.
 #include "spsc_queue.h"
 

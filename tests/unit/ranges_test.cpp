@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 // The port range parser of busprof policy (dom0-tool/src/ranges.h).
 #include "error.h"
 #include "ranges.h"

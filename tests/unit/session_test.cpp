@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 // The session state machine and its triggers (dom0-tool/src/session.cpp).
 #include "error.h"
 #include "session.h"
@@ -21,22 +22,21 @@ constexpr A kActions[] = {A::start, A::pause, A::resume, A::stop, A::rearm};
 // DESIGN.md: configured -> profiling <-> paused -> stopped -> configured,
 // plus stop from any live state and resume as a manual start.
 const std::map<std::pair<S, A>, S> kAllowed = {
-    {{S::configured, A::start}, S::profiling},
-    {{S::configured, A::resume}, S::profiling},
-    {{S::configured, A::stop}, S::stopped},
-    {{S::profiling, A::pause}, S::paused},
-    {{S::profiling, A::stop}, S::stopped},
-    {{S::paused, A::resume}, S::profiling},
-    {{S::paused, A::stop}, S::stopped},
-    {{S::stopped, A::rearm}, S::configured},
+    {{S::configured, A::start}, S::profiling}, {{S::configured, A::resume}, S::profiling},
+    {{S::configured, A::stop}, S::stopped},    {{S::profiling, A::pause}, S::paused},
+    {{S::profiling, A::stop}, S::stopped},     {{S::paused, A::resume}, S::profiling},
+    {{S::paused, A::stop}, S::stopped},        {{S::stopped, A::rearm}, S::configured},
 };
 
 // Drives a fresh session into s through allowed transitions.
 Session session_in(S s, Triggers t = {}) {
     Session x(t);
     switch (s) {
-    case S::configured: break;
-    case S::profiling: x.apply(A::start, 100); break;
+    case S::configured:
+        break;
+    case S::profiling:
+        x.apply(A::start, 100);
+        break;
     case S::paused:
         x.apply(A::start, 100);
         x.apply(A::pause, 200);

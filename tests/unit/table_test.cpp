@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 // print_query (dom0-tool/src/table.cpp) on an in-memory SQLite DB.
 #include "error.h"
 #include "table.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * Wire protocol of the simulated hypervisor (busprof-simxen).
  *

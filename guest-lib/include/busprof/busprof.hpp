@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-only
 // Header-only C++ wrapper of libbusprof: a Handle and a TrapScope that
 // traps a port range for exactly its lifetime.
 //

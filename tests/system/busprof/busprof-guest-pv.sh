@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0-only
 # busprof system test, PV guest: Xen refuses busprof for PV guests (their
 # port I/O is emulated synchronously, without ioreqs); the refusal must be
 # EOPNOTSUPP, not a crash or a silent success.

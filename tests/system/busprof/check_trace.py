@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
 """busprof system test, host side: checks the trace DB and guest logs that the
 real-Xen run left in build/system-test/ and prints a summary per guest.
 

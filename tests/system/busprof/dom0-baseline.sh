@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
 # busprof system test, baseline (/busprof/dom0-test.sh of `system-test.sh --baseline`):
 # the same guests as dom0-busprof.sh (PV, PVH, HVM, the same configs and port grants)
 # on the UNPATCHED Xen, without any busprof process in dom0 or in the guests: each

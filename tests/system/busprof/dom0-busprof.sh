@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
 # busprof system test, dom0 side (/busprof/dom0-test.sh): for each guest type,
 # create the guest paused, allow it COM2 (and COM1, which it was never granted),
 # attach `busprof daemon --backend xen --bus port`, run the guest, stop the daemon.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
 # make system-test: the example driver in real PVH and HVM guests on the patched Xen
 # under QEMU, profiled by busprof daemon --backend xen in dom0.
 #

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
 # busprof system test: the default dom0 hook (/busprof/dom0-test.sh).
 # The project replaces this file (or sets BUSPROF_DOM0_TEST for run.sh) to run its
 # daemon and example driver; see tests/system/README.md for the contract.

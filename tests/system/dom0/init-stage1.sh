@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0-only
 # busprof system test: dom0 stage-1 init (busybox initramfs).
 # Loads the virtio/ext4 modules, mounts the ext4 root (/dev/vda) and switch_roots into
 # the stage-2 init /busprof/init.sh of the root filesystem.

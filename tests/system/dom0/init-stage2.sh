@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
 # busprof system test: dom0 stage-2 init (/busprof/init.sh in the ext4 root filesystem).
 #
 # Brings up the Xen toolstack (modules, xenfs, xenstored, xen-init-dom0, xenconsoled),

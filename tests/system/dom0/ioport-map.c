@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * ioport-map: give an HVM or PVH domain direct (1:1) access to a range of real I/O
  * ports, via XEN_DOMCTL_ioport_mapping (xc_domain_ioport_mapping).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 # shellcheck shell=bash
 # busprof system test: shell helpers for dom0 hook scripts (/busprof/lib-dom0.sh).
 # Source it from /busprof/dom0-test.sh:   . /busprof/lib-dom0.sh

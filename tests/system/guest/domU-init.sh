@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0-only
 # busprof system test: domU init (busybox initramfs shared by the PV, PVH and HVM guests).
 #
 # Kernel command line parameters (set with `extra=` in the guest config):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * porttest: the placeholder guest program of the busprof system test.
  *

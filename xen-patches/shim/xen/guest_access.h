@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * Userspace stand-in for Xen's xen/guest_access.h (busprof shim).  A guest
  * handle points into a buffer the host filled from the guest's message;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* Userspace stand-in for Xen's xen/lib.h (busprof shim). */
 #ifndef BUSPROF_SHIM_LIB_H
 #define BUSPROF_SHIM_LIB_H
