@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 // The simulated hypervisor: hosts the hypervisor-side C of xen-patches/
 // (xen/common/busprof) behind the userspace shim and serves guests and dom0
-// programs over the protocol of xen-patches/shim/sim-proto.h.
+// programs over the protocol of dom0-tool/sim/proto/sim-proto.h.
 #pragma once
 
 #include "fd.h"
