@@ -74,6 +74,9 @@ snapshot() {
         done | sort -k3,3nr
     } > "$f.mem" 2>&1
     dmesg > "$f.dom0-dmesg" 2>&1
+    # Xen's own measure of how far its CPUs' system times disagree (debug key
+    # 't'): the floor under any ordering of stamps taken on different CPUs
+    timeout 20 "$XL" debug-keys t > /dev/null 2>&1
     timeout 20 "$XL" dmesg > "$f.xen-dmesg" 2>&1 || echo "xl dmesg failed: $?" >> "$f.xen-dmesg"
 }
 
