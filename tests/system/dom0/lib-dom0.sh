@@ -157,11 +157,13 @@ run_guest() {
 domain_exists() {
     local rc tries=0
     while :; do
-        "$XL" domid "$1" >/dev/null 2>&1; rc=$?
+        "$XL" domid "$1" >/dev/null 2>/tmp/xl-domid.err; rc=$?
         [ $rc -le 1 ] && return $rc
         tries=$((tries + 1))
         event xl-crash "cmd=domid" "name=$1" "status=$rc"
-        bp_t "xl domid $1 failed with status $rc; asking again (known bug, see README)"
+        # what xl said as it died (glibc's heap checks name the corruption)
+        bp_t "xl domid $1 failed with status $rc: $(tr '\n' ' ' < /tmp/xl-domid.err | cut -c1-300)"
+        bp_t "asking again (known bug, see README)"
         [ $tries -ge 5 ] && return 0
         sleep 1
     done
