@@ -113,6 +113,7 @@ if [ -s results/events.txt ]; then
     # and counted, not a pass in disguise and not the failure of this run.
     grep -q '^xl-crash ' results/events.txt &&
         echo "KNOWN BUG (issue 6): xl crashed in dom0 $(grep -c '^xl-crash ' results/events.txt) time(s); see tests/system/README.md"
+    [ -s results/xl-crash.txt ] && { echo "what xl printed as it died:"; sed 's/^/  /' results/xl-crash.txt | head -n 20; }
 fi
 mem_summary
 for g in results/guests/*.log; do

@@ -161,9 +161,11 @@ domain_exists() {
         [ $rc -le 1 ] && return $rc
         tries=$((tries + 1))
         event xl-crash "cmd=domid" "name=$1" "status=$rc"
-        # what xl said as it died (glibc's heap checks name the corruption)
-        bp_t "xl domid $1 failed with status $rc: $(tr '\n' ' ' < /tmp/xl-domid.err | cut -c1-300)"
-        bp_t "asking again (known bug, see README)"
+        # what xl said as it died (glibc's checks name the corruption), kept in
+        # the results rather than on the console, whose crash scan is for Xen's
+        { echo "t=$(cut -d' ' -f1 /proc/uptime) status=$rc"; cat /tmp/xl-domid.err; } \
+            >> "$BUSPROF_RESULTS/xl-crash.txt"
+        bp_t "xl domid $1 failed with status $rc; asking again (known bug, see README; its message: results/xl-crash.txt)"
         [ $tries -ge 5 ] && return 0
         sleep 1
     done
