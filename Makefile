@@ -90,7 +90,7 @@ bench: build
 
 # The C++ of dom0-tool/ and tests/ (tests/format_check.sh checks it in make test).
 format:
-	clang-format -i $$(git ls-files 'dom0-tool/*.cpp' 'dom0-tool/*.h' 'tests/*.cpp' 'tests/*.h')
+	clang-format -i $$(git ls-files 'dom0-tool/*.cpp' 'dom0-tool/*.h' 'tests/*.cpp' 'tests/*.h' | grep -v '/proto/')
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD)
