@@ -5,12 +5,15 @@
 # (tests/system/classify.py). Entry point of `make system-soak N=10 [ASAN=1] [BASELINE=1]`.
 #
 # usage: tests/system/soak.sh [-n N] [--asan] [--baseline] [--series FILE] [--attach-only]
+#                             [--second-emulator]
 #   -n N        number of runs (default 10, or $N)
 #   --asan      dom0's busprof from the AddressSanitizer+UBSan build (system-test.sh --asan)
 #   --baseline  the comparison: UNPATCHED Xen, no busprof process (system-test.sh --baseline)
 #   --series FILE  Xen with only the patches FILE names, no busprof process
 #               (system-test.sh --series; variant series-<name of FILE>)
 #   --attach-only  daemons attached, guests never call busprof (system-test.sh --attach-only)
+#   --second-emulator  no busprof, a plain second ioreq server per guest (after --baseline:
+#               on the unpatched Xen)
 # Each run keeps its logs in build/soak/<variant>-<date>/run-NN/ (serial.log, results/,
 # output.log (the run's own output), check.txt, qemu-status, qemu-cmdline.txt,
 # qemu-registers.txt after a hang, trace.db); build/soak/<variant>-latest points at the
@@ -32,6 +35,7 @@ while [ $# -gt 0 ]; do
         --asan) ARGS+=(--asan); [ $variant = patched ] && variant=patched-asan; shift ;;
         --baseline) ARGS+=(--baseline); variant=baseline; shift ;;
         --attach-only) ARGS+=(--attach-only); variant=attach-only; shift ;;
+        --second-emulator) ARGS+=(--second-emulator); variant=second-emulator-$variant; shift ;;
         --series) [ $# -ge 2 ] || { echo "soak.sh: --series needs a file" >&2; exit 2; }
                   ARGS+=(--series "$(cd "$(dirname "$2")" && pwd)/$(basename "$2")")
                   variant=series-$(basename "$2"); shift 2 ;;

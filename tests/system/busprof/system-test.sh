@@ -4,6 +4,7 @@
 # under QEMU, profiled by busprof daemon --backend xen in dom0.
 #
 # usage: system-test.sh [--asan] [--baseline] [--series FILE] [--attach-only]
+#                       [--second-emulator]
 #   --asan      dom0's busprof (daemon, policy, status) from the AddressSanitizer+UBSan
 #               build ($BUILD_ASAN, default build/asan; `make asan` makes it); any
 #               sanitizer report fails the run (BUSPROF_ASAN=1)
@@ -16,6 +17,9 @@
 #               how a bug of the patched Xen is bisected (tests/system/README.md)
 #   --attach-only the daemons attach as usual, the guests never call busprof (porttest
 #               on 1:1-mapped ports): what attaching alone does to the system
+#   --second-emulator  no busprof at all: the baseline's guests, each with a plain
+#               second ioreq server (dom0/ioreq-probe.c) beside qemu; with --baseline
+#               on the unpatched Xen.  The control for the xl crashes (README)
 # Output goes to BUSPROF_SYSTEST_DIR (default build/system-test).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,6 +31,7 @@ GUESTS=${BUSPROF_SYSTEM_GUESTS:-pv pvh hvm}
 ASAN=${BUSPROF_ASAN:-0}
 BASELINE=${BUSPROF_BASELINE:-0}
 SERIES=
+SECOND=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --asan) ASAN=1 ;;
@@ -34,7 +39,9 @@ while [ $# -gt 0 ]; do
         --series) [ $# -ge 2 ] || { echo "$0: --series needs a file" >&2; exit 2; }
                   SERIES=$2; shift ;;
         --attach-only) export BUSPROF_DOM0_ARGS="${BUSPROF_DOM0_ARGS:-} busprof.attachonly=1" ;;
-        *) echo "usage: $0 [--asan] [--baseline] [--series FILE] [--attach-only]" >&2; exit 2 ;;
+        --second-emulator) SECOND=1 ;;
+        *) echo "usage: $0 [--asan] [--baseline] [--series FILE] [--attach-only] [--second-emulator]" >&2
+           exit 2 ;;
     esac
     shift
 done
@@ -48,6 +55,16 @@ if [ -n "$SERIES" ]; then
     export BUSPROF_XEN_SERIES=$(cd "$(dirname "$SERIES")" && pwd)/$(basename "$SERIES")
     export BUSPROF_XEN_WORK=$BUILD/xen-work-series-$id
     exec "$ROOT/tests/system/run.sh" --hook "$HERE/dom0-baseline.sh" --guests "$GUESTS"
+fi
+
+if [ "$SECOND" = 1 ]; then
+    probe_bin=$OUT/probe-bin
+    rm -rf "$probe_bin" && mkdir -p "$probe_bin"
+    gcc -O2 -Wall -D__XEN_TOOLS__ -o "$probe_bin/ioreq-probe" "$ROOT/tests/system/dom0/ioreq-probe.c" \
+        -lxendevicemodel -lxenforeignmemory -lxenevtchn || exit 1
+    base=(); [ "$BASELINE" = 1 ] && base=(--baseline)
+    BUSPROF_DOM0_PROGRAMS=ioreq-probe exec "$ROOT/tests/system/run.sh" "${base[@]}" \
+        --bin-dir "$probe_bin" --hook "$HERE/dom0-probe.sh" --guests "$GUESTS"
 fi
 
 if [ "$BASELINE" = 1 ]; then

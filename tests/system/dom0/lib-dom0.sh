@@ -149,10 +149,9 @@ run_guest() {
 }
 
 # domain_exists NAME: 0 while it exists, 1 once xl says it does not.  xl itself
-# crashes in dom0 (status 127/134/139) during HVM boots on the patched Xen, also
-# with no busprof process running, and not on the unpatched Xen: a known bug of
-# the patch series, open in issue 6 (tests/system/README.md, "Known bug: xl
-# crashes").  Until it is fixed the rig asks again and logs each crash as an
+# crashes in dom0 (status 127/134/139) during HVM boots whenever a second ioreq
+# server serves the guest: busprof's daemon, or a plain one with no busprof on
+# the unpatched Xen too (tests/system/README.md, "Known bug: xl crashes").  Until it is fixed the rig asks again and logs each crash as an
 # xl-crash event, which the summary prints as KNOWN BUG.
 domain_exists() {
     local rc tries=0
