@@ -65,6 +65,11 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
             cfg_.control_socket, [this](const std::string& line) { return control(line); });
 
     // Only a daemon that is fully set up leaves a session row behind.
+    begin_session(now_ns());
+}
+
+// A new session row (at start, and at each rearm) and its first counters.
+void Daemon::begin_session(uint64_t now) {
     SessionRow row{dom_.domid,
                    dom_.name,
                    hv_->name(),
@@ -72,7 +77,7 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
                    to_string(session_.state()),
                    cfg_.triggers.start_text(),
                    cfg_.triggers.stop_text(),
-                   now_ns()};
+                   now};
     session_ord_ = writer_->begin_session(row);
     publish();
 }
@@ -611,16 +616,7 @@ std::string Daemon::handle(ControlCommand cmd) {
             if (a == SessionAction::rearm) {
                 // The stopped session keeps its row; the new one gets its own.
                 counters_ = {};
-                SessionRow row{dom_.domid,
-                               dom_.name,
-                               hv_->name(),
-                               bus_->name(),
-                               to_string(session_.state()),
-                               cfg_.triggers.start_text(),
-                               cfg_.triggers.stop_text(),
-                               now};
-                session_ord_ = writer_->begin_session(row);
-                publish();
+                begin_session(now);
             } else {
                 const char* kind = a == SessionAction::resume && before == SessionState::configured
                                        ? "start"

@@ -89,6 +89,7 @@ class Daemon {
     void queue_record(const Record& r);
     void transition(const char* kind, const std::string& cause, uint64_t now);
     void publish();
+    void begin_session(uint64_t now);
     void serve_requests();
     std::string handle(ControlCommand cmd);
     void end_session(const char* cause);
