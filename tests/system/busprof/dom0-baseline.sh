@@ -11,15 +11,36 @@
 IOPORTS='ioports=["2f8-2ff","3e8-3ef"]'
 export BUSPROF_MAP_IOPORTS=1
 export BUSPROF_SUCCESS_RE='^SCRATCH-OK'
+
+# system-test.sh --second-emulator (busprof.secondemulator=1): each PVH/HVM guest
+# also gets a plain second ioreq server (dom0/ioreq-probe.c, no busprof), started
+# while it is paused: does a second emulator alone disturb dom0
+# (tests/system/README.md, "Known bug: xl crashes")?
+PROBE_PID=
+start_probe() {     # NAME DOMID
+    PATH=$PATH:/busprof/bin:/usr/local/bin ioreq-probe "$2" 1 900 > "$BUSPROF_RESULTS/probe.log" 2>&1 &
+    PROBE_PID=$!
+    sleep 2; cat "$BUSPROF_RESULTS/probe.log"
+}
+stop_probe() {
+    [ -n "$PROBE_PID" ] || return 0
+    kill "$PROBE_PID" 2>/dev/null; wait "$PROBE_PID" 2>/dev/null
+    cat "$BUSPROF_RESULTS/probe.log"
+    PROBE_PID=
+}
+grep -qw 'busprof.secondemulator=1' /proc/cmdline && RUN_GUEST_HOOK=start_probe
+
 rc=0
 for g in ${BUSPROF_GUESTS:-pv pvh hvm}; do
     cfg=$BUSPROF_CFG/$g.cfg
     name=$(cfg_value name "$cfg")
     expect "$name"
     if [ "$g" = pv ]; then
-        run_guest "$cfg" || rc=1        # PV: Xen's PV I/O emulation, no mapping
+        # PV: Xen's PV I/O emulation, no mapping, no ioreq servers
+        RUN_GUEST_HOOK= run_guest "$cfg" || rc=1
     else
         run_guest "$cfg" "$IOPORTS" || rc=1
+        stop_probe
     fi
 done
 exit $rc

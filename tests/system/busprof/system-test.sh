@@ -63,8 +63,9 @@ if [ "$SECOND" = 1 ]; then
     gcc -O2 -Wall -D__XEN_TOOLS__ -o "$probe_bin/ioreq-probe" "$ROOT/tests/system/dom0/ioreq-probe.c" \
         -lxendevicemodel -lxenforeignmemory -lxenevtchn || exit 1
     base=(); [ "$BASELINE" = 1 ] && base=(--baseline)
+    export BUSPROF_DOM0_ARGS="${BUSPROF_DOM0_ARGS:-} busprof.secondemulator=1"
     BUSPROF_DOM0_PROGRAMS=ioreq-probe exec "$ROOT/tests/system/run.sh" "${base[@]}" \
-        --bin-dir "$probe_bin" --hook "$HERE/dom0-probe.sh" --guests "$GUESTS"
+        --bin-dir "$probe_bin" --hook "$HERE/dom0-baseline.sh" --guests "$GUESTS"
 fi
 
 if [ "$BASELINE" = 1 ]; then
