@@ -11,6 +11,7 @@ extern "C" {
 }
 
 #include <cstring>
+#include <fcntl.h>
 #include <poll.h>
 #include <sstream>
 #include <sys/eventfd.h>
@@ -72,6 +73,24 @@ struct SimHypervisor::Conn {
     unsigned vcpu = 0;
 };
 
+struct IoreqServer {
+    int owner = 0; // the dom0 connection that created it
+    busprof_rangeset ports{};
+    FD ioreq_fd;
+    shared_iopage_t* ioreq = nullptr;
+    std::vector<FD> to_dm, from_dm; // per vCPU
+    ~IoreqServer() {
+        if (ioreq)
+            ::munmap(ioreq, 4096);
+    }
+    // Wakes every vCPU that waits on it.
+    void kick() const {
+        uint64_t one = 1;
+        for (auto& f : from_dm)
+            (void)!::write(f.get(), &one, sizeof(one));
+    }
+};
+
 struct SimHypervisor::Domain {
     struct domain d {};
     std::vector<struct vcpu> vcpus;
@@ -79,13 +98,10 @@ struct SimHypervisor::Domain {
     busprof_rangeset ioports{};
     std::mutex mu; // everything below
     std::vector<bool> vcpu_used;
-    // The profiler's ioreq server (at most one, id 0).
-    bool server = false;
-    int server_owner = 0;
-    busprof_rangeset server_ports{};
-    FD ioreq_fd;
-    shared_iopage_t* ioreq = nullptr;
-    std::vector<FD> to_dm, from_dm;
+    // The profiler's ioreq server (at most one, id 0).  A vCPU whose access
+    // waits on it holds a reference, so its page and event descriptors stay
+    // the ones it waits on even when the profiler goes and a next one comes.
+    std::shared_ptr<IoreqServer> server;
     // The busprof page, handed out as Xen would by XENMEM_acquire_resource.
     FD page_fd;
     // Xen-bound event channels, by port; port 0 is never used, as in Xen.
@@ -152,8 +168,8 @@ int busprof_host_map_ports(struct domain* d, uint16_t ioservid, unsigned int fir
     std::lock_guard lk(dom->mu);
     if (!dom->server || ioservid != 0)
         return -ENOENT;
-    return map ? busprof_ranges_add(&dom->server_ports, first, last, true)
-               : busprof_ranges_remove(&dom->server_ports, first, last, false);
+    return map ? busprof_ranges_add(&dom->server->ports, first, last, true)
+               : busprof_ranges_remove(&dom->server->ports, first, last, false);
 }
 
 struct xen_busprof_page* busprof_host_page_alloc(struct domain* d) {
@@ -336,10 +352,8 @@ void SimHypervisor::run() {
     std::lock_guard lk(threads_mu_);
     for (auto& dom : domains_) {
         std::lock_guard dl(dom->mu);
-        for (auto& f : dom->from_dm) {
-            uint64_t one = 1;
-            (void)!::write(f.get(), &one, sizeof(one));
-        }
+        if (dom->server)
+            dom->server->kick();
     }
 }
 
@@ -443,17 +457,15 @@ void SimHypervisor::drop_conn(Conn& c) {
         bool owned;
         {
             std::lock_guard lk(dom->mu);
-            owned = dom->server && dom->server_owner == c.id;
+            owned = dom->server && dom->server->owner == c.id;
         }
         if (!owned)
             continue;
         busprof_detach_domain(&dom->d);
         std::lock_guard lk(dom->mu);
-        dom->server = false;
-        dom->server_ports.nr = 0;
-        for (auto& f : dom->from_dm) {
-            uint64_t one = 1;
-            (void)!::write(f.get(), &one, sizeof(one));
+        if (dom->server && dom->server->owner == c.id) {
+            dom->server->kick();
+            dom->server.reset();
         }
     }
 }
@@ -463,7 +475,16 @@ void SimHypervisor::handle(Conn& c, const bp_sim_msg& m, const std::vector<uint8
     r.rc = 0;
     r.nr = 0;
     std::vector<uint8_t> out;
-    std::vector<int> fds;
+    // Descriptors to pass, as copies taken under the lock that guards the
+    // originals: another thread may close an original (and the number be
+    // reused) before the reply goes out.
+    std::vector<FD> fds;
+    auto pass = [&fds](int fd) {
+        FD copy(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+        if (!copy)
+            throw_errno("fcntl(F_DUPFD_CLOEXEC)");
+        fds.push_back(std::move(copy));
+    };
 
     if (m.version != BP_SIM_VERSION) {
         r.rc = -EPROTO;
@@ -531,7 +552,7 @@ void SimHypervisor::handle(Conn& c, const bp_sim_msg& m, const std::vector<uint8
             r.rc = -EPERM;
             break;
         }
-        fds.push_back(machine_.fd());
+        pass(machine_.fd());
         break;
 
     case BP_SIM_LOOKUP_DOMAIN: {
@@ -563,25 +584,23 @@ void SimHypervisor::handle(Conn& c, const bp_sim_msg& m, const std::vector<uint8
             r.rc = -EEXIST;
             break;
         }
+        auto srv = std::make_shared<IoreqServer>();
         void* map;
-        dom->ioreq_fd = make_memfd("ioreq", 4096, &map);
-        dom->ioreq = static_cast<shared_iopage_t*>(map);
-        dom->to_dm.clear();
-        dom->from_dm.clear();
+        srv->ioreq_fd = make_memfd("ioreq", 4096, &map);
+        srv->ioreq = static_cast<shared_iopage_t*>(map);
         for (unsigned v = 0; v < dom->cfg.vcpus; v++) {
-            dom->to_dm.push_back(make_eventfd());
-            dom->from_dm.push_back(make_eventfd());
+            srv->to_dm.push_back(make_eventfd());
+            srv->from_dm.push_back(make_eventfd());
         }
-        dom->server = true;
-        dom->server_owner = c.id;
-        dom->server_ports.nr = 0;
+        srv->owner = c.id;
+        pass(srv->ioreq_fd.get());
+        for (unsigned v = 0; v < dom->cfg.vcpus; v++) {
+            pass(srv->to_dm[v].get());
+            pass(srv->from_dm[v].get());
+        }
+        dom->server = std::move(srv);
         r.ioservid = 0;
         r.nr_vcpus = static_cast<uint16_t>(dom->cfg.vcpus);
-        fds.push_back(dom->ioreq_fd.get());
-        for (unsigned v = 0; v < dom->cfg.vcpus; v++) {
-            fds.push_back(dom->to_dm[v].get());
-            fds.push_back(dom->from_dm[v].get());
-        }
         break;
     }
 
@@ -600,7 +619,7 @@ void SimHypervisor::handle(Conn& c, const bp_sim_msg& m, const std::vector<uint8
             r.rc = -ENOENT;
             break;
         }
-        fds.push_back(fd->get());
+        pass(fd->get());
         break;
     }
 
@@ -613,7 +632,10 @@ void SimHypervisor::handle(Conn& c, const bp_sim_msg& m, const std::vector<uint8
     std::memcpy(msg.data(), &r, sizeof(r));
     if (!out.empty())
         std::memcpy(msg.data() + sizeof(r), out.data(), out.size());
-    send_msg(c.sock.get(), msg.data(), msg.size(), fds);
+    std::vector<int> raw;
+    for (auto& f : fds)
+        raw.push_back(f.get());
+    send_msg(c.sock.get(), msg.data(), msg.size(), raw);
 }
 
 void SimHypervisor::hypercall(Conn& c, const bp_sim_msg& m, const std::vector<uint8_t>& payload,
@@ -671,14 +693,18 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r) {
     if (busprof_pio_trapped(&dom->d, r.port, size))
         busprof_stamp_trap(v, r.rip);
 
+    // The server the access is sent to, kept for as long as the access
+    // waits on it.
+    std::shared_ptr<IoreqServer> srv;
     ioreq_t* p = nullptr;
     int to_dm = -1, from_dm = -1;
     {
         std::lock_guard lk(dom->mu);
-        if (dom->server && busprof_ranges_covers(&dom->server_ports, r.port, r.port + size - 1)) {
-            p = &dom->ioreq->vcpu_ioreq[c.vcpu];
-            to_dm = dom->to_dm[c.vcpu].get();
-            from_dm = dom->from_dm[c.vcpu].get();
+        if (dom->server && busprof_ranges_covers(&dom->server->ports, r.port, r.port + size - 1)) {
+            srv = dom->server;
+            p = &srv->ioreq->vcpu_ioreq[c.vcpu];
+            to_dm = srv->to_dm[c.vcpu].get();
+            from_dm = srv->from_dm[c.vcpu].get();
             p->addr = r.port;
             p->data = r.dir == XEN_BUSPROF_DIR_OUT ? r.value : 0;
             p->count = 1;
@@ -721,7 +747,9 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r) {
         bool dead;
         {
             std::lock_guard lk(dom->mu);
-            dead = !dom->server;
+            // Gone, even if another profiler came since: only this
+            // one can answer this request.
+            dead = dom->server != srv;
         }
         s_time_t left = deadline - NOW();
         if (dead || left <= 0 || stopping_) {

@@ -44,6 +44,9 @@ while [ $# -gt 0 ]; do
     esac
 done
 case "$RUNS" in ''|*[!0-9]*) echo "soak.sh: N must be a number" >&2; exit 2 ;; esac
+# QEMU settings other than the default ones name a variant of their own
+[ -n "${BUSPROF_QEMU_SMP:-}" ] && variant+=-smp$BUSPROF_QEMU_SMP
+[ -n "${BUSPROF_QEMU_TCG:-}" ] && variant+=-tcg$BUSPROF_QEMU_TCG
 
 SOAK=$BUILD_DIR/soak/$variant-$(date +%Y%m%d-%H%M%S)
 WORK=$BUILD_DIR/soak/$variant-work

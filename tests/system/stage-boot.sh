@@ -18,6 +18,8 @@
 # Environment: BUSPROF_QEMU_TIMEOUT (s, default 900), BUSPROF_GUESTS ("pv pvh hvm"),
 #   BUSPROF_GUEST_TIMEOUT (s per guest), BUSPROF_XEN_ARGS / BUSPROF_DOM0_ARGS (extra
 #   command-line words; no commas in the dom0 ones), BUSPROF_QEMU_MEM (2048),
+#   BUSPROF_QEMU_SMP (physical CPUs Xen gets, default 2), BUSPROF_QEMU_TCG (multi or
+#   single: one host thread per emulated CPU, or one for all; default multi),
 #   BUSPROF_QUIET=1 (no live progress lines).
 # Prints QEMU's exit status as its last line (qemu-status=N) and exits 0 unless QEMU
 # could not be run.
@@ -43,7 +45,8 @@ truncate -s "${BUSPROF_RESULTS_MB:-512}M" results.img
 QTMO=${BUSPROF_QEMU_TIMEOUT:-900}
 STALL=${BUSPROF_STALL_TIMEOUT:-180}
 QEMU=(qemu-system-x86_64
-    -accel tcg,thread=multi -machine q35 -m "${BUSPROF_QEMU_MEM:-2048}" -smp 2 -cpu max
+    -accel "tcg,thread=${BUSPROF_QEMU_TCG:-multi}" -machine q35 -m "${BUSPROF_QEMU_MEM:-2048}"
+    -smp "${BUSPROF_QEMU_SMP:-2}" -cpu max
     -nodefaults -no-reboot -display none -vga none
     -monitor unix:monitor.sock,server=on,wait=off
     -kernel xen.elf

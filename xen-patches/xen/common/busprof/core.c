@@ -681,8 +681,18 @@ void busprof_access_timeout(struct vcpu *v, unsigned int port)
 unsigned int busprof_timeout_ms(struct domain *d)
 {
     struct busprof_domain *bd = d->busprof;
+    unsigned int ms = 0;
 
-    return bd && bd->attached ? bd->timeout_ms : 0;
+    if ( !bd )
+        return 0;
+
+    /* A profiler attaches and detaches on other CPUs meanwhile. */
+    spin_lock(&bd->lock);
+    if ( bd->attached )
+        ms = bd->timeout_ms;
+    spin_unlock(&bd->lock);
+
+    return ms;
 }
 
 void busprof_detach_domain(struct domain *d)

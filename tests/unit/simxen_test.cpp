@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// The simulated hypervisor (dom0-tool/sim/simxen.cpp) spoken to over its real
+// sockets, for what the end-to-end tests cannot time: a profiler that goes
+// away while a vCPU waits for it, and a new one that arrives at once.
+#include "seqpacket.h"
+#include "simxen.h"
+
+extern "C" {
+#include "sim-proto.h"
+#include <xen/busprof.h>
+#include <xen/hvm/ioreq.h>
+}
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <poll.h>
+#include <sys/mman.h>
+#include <thread>
+#include <unistd.h>
+
+namespace busprof::sim {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct Reply {
+    bp_sim_msg m{};
+    std::vector<FD> fds;
+};
+
+class SimXen : public ::testing::Test {
+  protected:
+    fs::path dir;
+    std::unique_ptr<SimHypervisor> sim;
+    std::thread server;
+
+    void SetUp() override {
+        dir = fs::temp_directory_path() / ("busprof-simxen-" + std::to_string(::getpid()));
+        fs::remove_all(dir);
+        fs::create_directories(dir);
+        sim = std::make_unique<SimHypervisor>(
+            (dir / "simxen.sock").string(),
+            std::vector<DomainConfig>{parse_domain_config("1:g:0x3f8-0x3ff:1")});
+        server = std::thread([this] { sim->run(); });
+    }
+    void TearDown() override {
+        sim->stop();
+        server.join();
+        sim.reset();
+        fs::remove_all(dir);
+    }
+
+    static bp_sim_msg msg(uint32_t type) {
+        bp_sim_msg m{};
+        m.type = type;
+        m.version = BP_SIM_VERSION;
+        return m;
+    }
+    // Reads one reply within ms; a reply that does not come is an empty one
+    // with rc = -ETIMEDOUT.
+    static Reply recv_reply(int sock, int ms = 5000) {
+        Reply r;
+        pollfd p{sock, POLLIN, 0};
+        if (::poll(&p, 1, ms) <= 0) {
+            r.m.rc = -ETIMEDOUT;
+            return r;
+        }
+        std::vector<uint8_t> buf(sizeof(bp_sim_msg) + 64);
+        size_t n = recv_msg(sock, buf.data(), buf.size(), &r.fds);
+        if (n < sizeof(bp_sim_msg)) {
+            r.m.rc = -EPROTO;
+            return r;
+        }
+        std::memcpy(&r.m, buf.data(), sizeof(r.m));
+        return r;
+    }
+    static Reply call(int sock, const bp_sim_msg& m) {
+        send_msg(sock, &m, sizeof(m));
+        return recv_reply(sock);
+    }
+    template <typename Arg>
+    static Reply hypercall(int sock, uint32_t cmd, const Arg& arg) {
+        static_assert(sizeof(Arg) <= BP_SIM_ARG_MAX);
+        bp_sim_msg m = msg(BP_SIM_HYPERCALL);
+        m.cmd = cmd;
+        std::memcpy(m.arg, &arg, sizeof(arg));
+        return call(sock, m);
+    }
+    FD hello(uint32_t role, const std::string& path) {
+        FD s = seqpacket_connect(path);
+        bp_sim_msg m = msg(BP_SIM_HELLO);
+        m.role = role;
+        m.domid = role == BP_SIM_ROLE_GUEST ? 1 : 0;
+        EXPECT_EQ(call(s.get(), m).m.rc, 0);
+        return s;
+    }
+    FD dom0() { return hello(BP_SIM_ROLE_DOM0, sim->socket_path()); }
+    FD guest() { return hello(BP_SIM_ROLE_GUEST, sim->domain_socket_path(1)); }
+
+    // A profiler: the ioreq server of domain 1, attached with a wait bound of
+    // timeout_ms.  Keeps the descriptors Xen would have mapped for it.
+    struct Profiler {
+        FD sock;
+        std::vector<FD> fds;
+        shared_iopage_t* ioreq = nullptr;
+        ~Profiler() {
+            if (ioreq)
+                ::munmap(ioreq, 4096);
+        }
+    };
+    // Creates the ioreq server; a previous one may take a moment to go, so
+    // -EEXIST is asked again for at most 5 s.
+    std::unique_ptr<Profiler> profiler(uint32_t timeout_ms) {
+        auto p = std::make_unique<Profiler>();
+        p->sock = dom0();
+        bp_sim_msg m = msg(BP_SIM_CREATE_IOREQ_SERVER);
+        m.domid = 1;
+        Reply r;
+        auto until = Clock::now() + std::chrono::seconds(5);
+        do
+            r = call(p->sock.get(), m);
+        while (r.m.rc == -EEXIST && Clock::now() < until);
+        EXPECT_EQ(r.m.rc, 0);
+        if (r.m.rc)
+            return p;
+        p->fds = std::move(r.fds);
+        void* map = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, p->fds.at(0).get(), 0);
+        EXPECT_NE(map, MAP_FAILED);
+        p->ioreq = static_cast<shared_iopage_t*>(map);
+        xen_busprof_attach a{};
+        a.domid = 1;
+        a.ioservid = r.m.ioservid;
+        a.version = XEN_BUSPROF_INTERFACE_VERSION;
+        a.timeout_ms = timeout_ms;
+        EXPECT_EQ(hypercall(p->sock.get(), XEN_BUSPROF_attach, a).m.rc, 0);
+        return p;
+    }
+};
+
+// A vCPU that waits for a profiler which goes away is completed as an
+// unclaimed port at once, whoever attaches next; it never waits on the
+// next profiler, and it never touches descriptors of the simulator that
+// have been closed and reused since (a read of a reused number ate the next
+// client's message: fuzz_simxen's finding).
+TEST_F(SimXen, AccessPendingWhenItsProfilerGoesCompletesAtOnce) {
+    FD d0 = dom0();
+    xen_busprof_policy pol{};
+    pol.domid = 1;
+    pol.first = 0x3f8;
+    pol.last = 0x3ff;
+    ASSERT_EQ(hypercall(d0.get(), XEN_BUSPROF_policy_allow, pol).m.rc, 0);
+    FD g = guest();
+
+    for (int round = 0; round < 200; round++) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        // A long wait bound: an access that waits for it has waited on the
+        // wrong profiler.
+        auto prof = profiler(20000);
+        ASSERT_TRUE(prof->ioreq);
+        xen_busprof_trap t{0x3f8, 0x3ff, 0};
+        ASSERT_EQ(hypercall(g.get(), XEN_BUSPROF_start_trap, t).m.rc, 0);
+
+        bp_sim_msg io = msg(BP_SIM_PIO);
+        io.port = 0x3f8;
+        io.size = 1;
+        io.dir = XEN_BUSPROF_DIR_IN;
+        send_msg(g.get(), &io, sizeof(io));
+        // The access reaches the profiler...
+        auto until = Clock::now() + std::chrono::seconds(5);
+        volatile ioreq_t* slot = &prof->ioreq->vcpu_ioreq[0];
+        while (slot->state != STATE_IOREQ_READY && Clock::now() < until)
+            std::this_thread::yield();
+        ASSERT_EQ(unsigned{slot->state}, unsigned{STATE_IOREQ_READY});
+        // ...which dies without answering; the next one attaches at once.
+        auto t0 = Clock::now();
+        prof.reset();
+        auto next = profiler(20000);
+        Reply r = recv_reply(g.get(), 10000);
+        auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+        ASSERT_EQ(r.m.rc, 0);
+        EXPECT_EQ(r.m.value, 0xffu) << "an unclaimed port reads all ones";
+        EXPECT_LT(waited.count(), 3000) << "the access waited on the next profiler";
+        // The simulator still answers everyone.
+        FD fresh = dom0();
+        // The traps went with the profiler; the next one starts clean.
+        EXPECT_EQ(hypercall(g.get(), XEN_BUSPROF_stop_trap, t).m.rc, -ENOENT);
+        next.reset();
+    }
+}
+
+} // namespace
+} // namespace busprof::sim
