@@ -43,8 +43,15 @@ namespace {
 busprof::sim::SimHypervisor* g_sim;
 std::string g_dir;
 
+// BUSPROF_FUZZ_HOLD=1: a failing run waits for a debugger instead of
+// aborting (gdb -p PID, then `thread apply all bt`).
 [[noreturn]] void fail(const char* what) {
     std::fprintf(stderr, "fuzz_simxen: %s\n", what);
+    if (const char* hold = std::getenv("BUSPROF_FUZZ_HOLD"); hold && *hold == '1') {
+        std::fprintf(stderr, "fuzz_simxen: pid %d waits for a debugger\n", ::getpid());
+        for (;;)
+            ::pause();
+    }
     std::abort();
 }
 

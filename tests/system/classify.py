@@ -7,6 +7,8 @@ soak table (passes per guest type, failures per cause, events).
 
 usage: classify.py RUN_DIR                one run: guests, causes, events
        classify.py --table RUN_DIR...     the soak table over these runs
+       classify.py --retryable RUN_DIR    exit 0 only if the run failed of causes
+                                          shown to happen without busprof (KNOWN)
 
 Causes (a failed run may have several; the first in this order is its main one):
   xen-crash     Xen panicked, asserted or hit a BUG (serial log)
@@ -35,6 +37,10 @@ import sys
 ORDER = ["xen-crash", "asan", "daemon-segv", "xl-crash", "segv-other", "stall", "timeout",
          "triple-fault", "domain-crash", "profiler-timeout", "stamp-order", "check", "guest-fail", "no-result",
          "other"]
+# Failures the same rig shows on the unpatched Xen with no busprof process
+# (tests/system/README.md, "Retries and the evidence for them"): a run that failed
+# of these alone may be booted again.  Everything else fails the test.
+KNOWN = {"stall", "xl-crash"}
 RESULT_RANK = {"PASS": 0, "SKIP": 1, "ERROR": 2, "FAIL": 3}
 TYPES = [("bp-pv", "pv"), ("bp-pvh", "pvh"), ("bp-hvm", "hvm")]
 
@@ -204,6 +210,18 @@ def main():
             print_run(r)
         table(runs, label)
         return 0 if runs and all(r["passed"] for r in runs) else 1
+    if len(args) == 2 and args[0] == "--retryable":
+        r = classify(args[1])
+        if r["passed"]:
+            print("classify: the run passed; nothing to retry")
+            return 1
+        other = [c for c in r["causes"] if c not in KNOWN]
+        if other:
+            print(f"classify: not retryable: {', '.join(other)} "
+                  f"(known without busprof: {', '.join(sorted(KNOWN))})")
+            return 1
+        print(f"classify: retryable: {', '.join(r['causes'])}, each shown without busprof")
+        return 0
     if len(args) != 1:
         print(__doc__)
         return 2

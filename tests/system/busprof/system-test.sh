@@ -74,7 +74,7 @@ if [ "$BASELINE" = 1 ]; then
 fi
 
 mkdir -p "$OUT"
-rm -f "$OUT/check.txt"
+rm -rf "$OUT/check.txt" "$OUT"/attempt-*
 bin=$OUT/bin
 rm -rf "$bin" && mkdir -p "$bin"
 dom0_busprof=$BUILD/dom0-tool/busprof
@@ -92,22 +92,27 @@ boot() {
         --guests "$GUESTS"
 }
 
+# A run that failed only of what the same rig also does on the unpatched Xen with
+# no busprof process (classify.py --retryable: the hang at the HVM guest's boot,
+# the xl crashes; tests/system/README.md) is booted again, at most
+# BUSPROF_KNOWN_BUG_BOOTS times in all (default 3), and says so.  Each failed
+# attempt's logs stay in attempt-N/.
+boots=${BUSPROF_KNOWN_BUG_BOOTS:-3}
 rc=0
-boot || rc=1
-# The VM hanging at the HVM guest's "Booting from c000:003c" also happens on the
-# unpatched Xen with no busprof process (tests/system/README.md, the baseline
-# soak): a run that failed of that alone (with at most the known xl bug) is
-# booted once more, and says so.
-if [ $rc = 1 ]; then
-    causes=$(python3 "$ROOT/tests/system/classify.py" "$OUT" 2>/dev/null | head -n1 |
-             sed -n 's/.*causes: \(.*\))$/\1/p')
-    other=$(printf '%s' "$causes" | tr ',' '\n' | tr -d ' ' | grep -vxE 'stall|xl-crash' || true)
-    if printf '%s' "$causes" | grep -qw stall && [ -z "$other" ]; then
-        echo "system-test: the VM hung (causes: $causes), as it also does without busprof; booting once more"
-        rc=0
-        boot || rc=1
-    fi
-fi
+for attempt in $(seq 1 "$boots"); do
+    rc=0
+    boot || rc=1
+    [ $rc = 1 ] && [ "$attempt" -lt "$boots" ] || break
+    python3 "$ROOT/tests/system/classify.py" --retryable "$OUT" || break
+    keep=$OUT/attempt-$attempt
+    rm -rf "$keep" && mkdir -p "$keep"
+    for f in serial.log qemu-registers.txt qemu-cmdline.txt; do
+        if [ -f "$OUT/$f" ]; then cp "$OUT/$f" "$keep/"; fi
+    done
+    if [ -d "$OUT/results" ]; then cp -r "$OUT/results" "$keep/"; fi
+    echo "system-test: KNOWN BUG: attempt $attempt of $boots failed only of what the rig also does" \
+         "without busprof (logs: $keep); booting again"
+done
 case " ${BUSPROF_DOM0_ARGS:-} " in
     *" busprof.attachonly=1 "*) exit $rc ;;   # no trace to check: nobody called busprof
 esac

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""classify.py --retryable: which failed system-test runs may be booted again.
+Each case is a run directory written here the way the rig writes one."""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+CLASSIFY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "classify.py")
+BOOT = "[t=10.00] guest bp-hvm (hvm): xl create -p /busprof/cfg/hvm.cfg\n"
+
+
+def run_dir(root, serial="", summary=None, stall=False, qemu_status="1", status=None):
+    d = tempfile.mkdtemp(dir=root)
+    os.makedirs(os.path.join(d, "results"))
+    with open(os.path.join(d, "serial.log"), "w") as f:
+        f.write(BOOT + serial)
+    if summary is not None:
+        with open(os.path.join(d, "results", "summary.txt"), "w") as f:
+            f.write(summary)
+    if status is not None:
+        with open(os.path.join(d, "results", "status.txt"), "w") as f:
+            f.write(status)
+    if stall:
+        open(os.path.join(d, "qemu-registers.txt"), "w").close()
+    with open(os.path.join(d, "qemu-status"), "w") as f:
+        f.write(qemu_status)
+    return d
+
+
+def retryable(d):
+    p = subprocess.run([sys.executable, CLASSIFY, "--retryable", d],
+                       capture_output=True, text=True)
+    return p.returncode, p.stdout
+
+
+class Retryable(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.root = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_a_passed_run_is_not_retried(self):
+        d = run_dir(self.root, summary="PASS bp-hvm type=hvm 40s: DRIVER OK\n",
+                    status="result=0\n")
+        rc, out = retryable(d)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("passed", out)
+
+    def test_a_hang_alone_is_retried(self):
+        d = run_dir(self.root, stall=True, qemu_status="124")
+        self.assertEqual(retryable(d)[0], 0)
+
+    def test_a_hang_after_xl_crashes_is_retried(self):
+        d = run_dir(self.root, serial="[t=20.00] EVENT xl-crash cmd=domid name=bp-hvm status=139\n",
+                    stall=True, qemu_status="124")
+        rc, out = retryable(d)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("xl-crash", out)
+
+    def test_a_hang_with_the_daemon_dead_is_not_retried(self):
+        d = run_dir(self.root, serial="busprof[453]: segfault at 7fdc7f96a0f8 ip 00007f00 "
+                    "sp 00007ffe error 4 in libc.so.6\n", stall=True, qemu_status="124")
+        rc, out = retryable(d)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("daemon-segv", out)
+
+    def test_stamps_out_of_order_are_not_retried(self):
+        d = run_dir(self.root, serial="[t=20.00] EVENT xl-crash cmd=domid name=bp-hvm status=134\n"
+                    "EXTRACT bp-hvm 300 records, 12 out of order\n",
+                    summary="FAIL bp-hvm type=hvm 40s: stamps out of order\n",
+                    status="result=1\n", qemu_status="3")
+        rc, out = retryable(d)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("stamp-order", out)
+
+    def test_a_guest_that_failed_for_its_own_reasons_is_not_retried(self):
+        d = run_dir(self.root, summary="FAIL bp-hvm type=hvm 40s: DRIVER FAILED\n",
+                    status="result=1\n", qemu_status="3")
+        rc, out = retryable(d)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("guest-fail", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
