@@ -1,5 +1,5 @@
 -- SPDX-License-Identifier: GPL-2.0-only
--- busprof trace database, schema version 2.
+-- busprof trace database, schema version 3.
 --
 -- One clock for every time in this file: nanoseconds of dom0's
 -- CLOCK_MONOTONIC (Xen TSC values are converted by the daemon).
@@ -31,6 +31,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     notes_dropped INTEGER NOT NULL DEFAULT 0, -- guest markers and events not recorded because their queue was full (count)
     unrecorded INTEGER NOT NULL DEFAULT 0, -- accesses served while not profiling: configured, paused or stopped (count)
     timeouts INTEGER NOT NULL DEFAULT 0,   -- accesses Xen completed without the daemon (count)
+    clock_error_ns INTEGER,            -- how closely the daemon related Xen's stamp clock to CLOCK_MONOTONIC at attach: the offset is right within +/- this (ns); 0 when the hypervisor stamps CLOCK_MONOTONIC itself (the simulator)
+    clock_skew_ns INTEGER NOT NULL DEFAULT 0, -- the largest disagreement between Xen's stamps and the daemon's seen in the session, as shown by records with clock_skewed = 1 (ns); 0: none seen
     owner TEXT                         -- while a daemon serves the session: 'boot-id/pid/start-time' of that daemon process; NULL once it ended the session
 );
 
@@ -49,6 +51,7 @@ CREATE TABLE IF NOT EXISTS transactions (
     t_bus_begin_ns INTEGER,            -- daemon, immediately before the real bus access (ns); NULL: no bus access was made
     t_bus_end_ns INTEGER,              -- daemon, immediately after the real bus access (ns); NULL: no bus access was made
     t_resume_ns INTEGER NOT NULL,      -- Xen resumed the guest vCPU with the result (ns); for 'timeout' rows: when the daemon learnt of the timeout
+    clock_skewed INTEGER NOT NULL DEFAULT 0 CHECK (clock_skewed IN (0, 1)), -- 1: Xen's stamps contradict the daemon's (t_trap_ns > t_bus_begin_ns or t_resume_ns < t_bus_end_ns, which cannot happen on one clock): Xen's CPU and dom0's clocks disagreed here, so this row's overhead is not to be trusted; the stamps are stored as measured
     status TEXT NOT NULL CHECK (status IN ('ok', 'timeout', 'error')) -- 'ok'; 'timeout': Xen completed the access without the daemon's answer, value is what the guest got (all ones for 'in'), t_bus_* NULL if the daemon then left the bus alone, set if it had already made the access (a late 'out' did reach the device); 'error': refused, no bus access made, value all ones
 );
 CREATE INDEX IF NOT EXISTS transactions_by_port ON transactions (domid, port);
@@ -78,13 +81,15 @@ CREATE TABLE IF NOT EXISTS events (
 
 -- Bus latency and proxy overhead per port and direction, over 'ok'
 -- transactions.  Bus time is t_bus_end_ns - t_bus_begin_ns; overhead is the
--- rest of the time the guest waited: (t_resume_ns - t_trap_ns) - bus time.
+-- rest of the time the guest waited: (t_resume_ns - t_trap_ns) - bus time,
+-- over the rows whose two clocks agree (clock_skewed = 0).
 -- Percentiles use the nearest-rank method.
 CREATE VIEW IF NOT EXISTS port_latency AS
 WITH t AS (
     SELECT domid, port, dir,
            t_bus_end_ns - t_bus_begin_ns AS bus_ns,
-           (t_resume_ns - t_trap_ns) - (t_bus_end_ns - t_bus_begin_ns) AS overhead_ns,
+           CASE WHEN clock_skewed = 0
+                THEN (t_resume_ns - t_trap_ns) - (t_bus_end_ns - t_bus_begin_ns) END AS overhead_ns,
            ROW_NUMBER() OVER w AS rn,
            COUNT(*) OVER (PARTITION BY domid, port, dir) AS n
     FROM transactions
@@ -100,6 +105,6 @@ SELECT domid,                                                   -- Xen domain id
        MIN(CASE WHEN rn >= (n * 95 + 99) / 100 THEN bus_ns END) AS p95_ns, -- 95th percentile bus time (ns)
        MIN(CASE WHEN rn >= (n * 99 + 99) / 100 THEN bus_ns END) AS p99_ns, -- 99th percentile bus time (ns)
        MAX(bus_ns) AS max_ns,                                   -- slowest bus time (ns)
-       AVG(overhead_ns) AS mean_overhead_ns                     -- mean proxy overhead per access (ns)
+       AVG(overhead_ns) AS mean_overhead_ns                     -- mean proxy overhead per access, rows with clock_skewed = 1 left out (ns); NULL if every row is skewed
 FROM t
 GROUP BY domid, port, dir;

@@ -16,7 +16,12 @@ int main(int argc, char** argv) {
     app.add_option("--socket", socket, "UNIX socket to serve guests and dom0 on");
     app.add_option("--domain", domains, "guest domain DOMID:NAME:PORTS[:VCPUS], repeatable")
         ->required();
+    int64_t skew = 0;
+    app.add_option("--stamp-skew-ns", skew,
+                   "the guests' CPUs stamp with a clock this far ahead of dom0's (negative: "
+                   "behind), as Xen's CPUs can disagree; busprof flags what it cannot vouch for");
     CLI11_PARSE(app, argc, argv);
+    busprof::sim::SimHypervisor::set_stamp_skew(skew);
 
     try {
         std::vector<busprof::sim::DomainConfig> cfgs;

@@ -135,6 +135,11 @@ static FD make_eventfd() {
 static SimHypervisor* g_sim;
 static std::vector<SimHypervisor::Domain*>* g_domains;
 
+// Stamp clock skew (set_stamp_skew): how far the clock of the CPUs that run
+// guest vCPUs is ahead of dom0's.  Each connection thread is one CPU.
+static std::atomic<int64_t> g_stamp_skew_ns{0};
+static thread_local bool t_guest_cpu = false;
+
 } // namespace busprof::sim
 
 using busprof::sim::host_of;
@@ -221,14 +226,18 @@ void busprof_host_evtchn_free(struct domain* d, unsigned int port) {
         host_of(d)->evtchn[port].reset();
 }
 
+// The stamp clock: CLOCK_MONOTONIC in ns, as dom0's.  With a skew, the
+// guests' CPUs run ahead by it and the page no longer says the clock is
+// dom0's, so that the profiler relates the two as it must on Xen.
 uint64_t busprof_host_tsc(void) {
-    return static_cast<uint64_t>(NOW());
+    int64_t skew = busprof::sim::t_guest_cpu ? busprof::sim::g_stamp_skew_ns.load() : 0;
+    return static_cast<uint64_t>(NOW() + skew);
 }
 uint32_t busprof_host_tsc_khz(void) {
     return 1000000;
 }
 uint32_t busprof_host_clock_flags(void) {
-    return XEN_BUSPROF_PAGE_CLOCK_MONOTONIC;
+    return busprof::sim::g_stamp_skew_ns.load() ? 0 : XEN_BUSPROF_PAGE_CLOCK_MONOTONIC;
 }
 
 } // extern "C"
@@ -284,6 +293,10 @@ SimHypervisor::SimHypervisor(std::string socket_path, std::vector<DomainConfig> 
         throw;
     }
     ::umask(old_mask);
+}
+
+void SimHypervisor::set_stamp_skew(int64_t ns) {
+    g_stamp_skew_ns = ns;
 }
 
 std::string SimHypervisor::domain_socket_path(uint16_t domid) const {
@@ -475,6 +488,8 @@ void SimHypervisor::handle(Conn& c, const bp_sim_msg& m, const std::vector<uint8
     r.rc = 0;
     r.nr = 0;
     std::vector<uint8_t> out;
+    // Whatever a guest's message makes the hypervisor do runs on its vCPU.
+    t_guest_cpu = c.role == BP_SIM_ROLE_GUEST || (!c.role && m.role == BP_SIM_ROLE_GUEST);
     // Descriptors to pass, as copies taken under the lock that guards the
     // originals: another thread may close an original (and the number be
     // reused) before the reply goes out.

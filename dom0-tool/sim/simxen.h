@@ -41,6 +41,11 @@ class SimHypervisor {
     SimHypervisor(const SimHypervisor&) = delete;
     SimHypervisor& operator=(const SimHypervisor&) = delete;
 
+    // The stamp clock of the CPUs that run guest vCPUs runs ns ahead of
+    // dom0's (negative: behind), as the system time of Xen's CPUs can
+    // disagree; 0 (the default): one clock.  For all simulators of the process.
+    static void set_stamp_skew(int64_t ns);
+
     // Serves until stop() (from another thread or a signal handler's pipe).
     void run();
     void stop();

@@ -79,6 +79,7 @@ void Daemon::begin_session(uint64_t now) {
                    cfg_.triggers.stop_text(),
                    now};
     session_ord_ = writer_->begin_session(row);
+    counters_.clock_error_ns = clock_error_ns_;
     publish();
 }
 
@@ -133,6 +134,7 @@ void Daemon::calibrate_clock() {
                 static_cast<int64_t>(a + (b - a) / 2) - static_cast<int64_t>(stamp_ns(q.now));
         }
     }
+    clock_error_ns_ = static_cast<int64_t>(best / 2);
     std::fprintf(stderr, "busprof: Xen clock offset %lld ns, +/- %llu ns\n",
                  static_cast<long long>(tsc_offset_), static_cast<unsigned long long>(best / 2));
 }
@@ -501,7 +503,16 @@ void Daemon::serve_ioreq(unsigned v) {
     }
 }
 
-void Daemon::queue_record(const Record& r) {
+void Daemon::queue_record(Record r) {
+    // Stored as measured, and flagged: a profiler does not correct what it
+    // cannot vouch for.
+    if (uint64_t c = clock_contradiction(r)) {
+        r.flags |= XEN_BUSPROF_RECORD_CLOCK_SKEWED;
+        if (c > counters_.clock_skew_ns) {
+            counters_.clock_skew_ns = c;
+            publish();
+        }
+    }
     if (!writer_->push(r)) {
         counters_.dropped++;
         if (!queue_full_reported_)

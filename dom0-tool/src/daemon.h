@@ -86,7 +86,7 @@ class Daemon {
     void timed_out(unsigned v, uint64_t t);
     void finalize(unsigned v, bool force);
     void finalize_all(bool force);
-    void queue_record(const Record& r);
+    void queue_record(Record r);
     void transition(const char* kind, const std::string& cause, uint64_t now);
     void publish();
     void begin_session(uint64_t now);
@@ -112,6 +112,7 @@ class Daemon {
     std::vector<std::pair<uint16_t, uint16_t>> granted_; // bus access granted
     uint64_t last_stamp_seq_[XEN_BUSPROF_MAX_VCPUS] = {};
     int64_t tsc_offset_ = 0;
+    int64_t clock_error_ns_ = 0; // +/- of tsc_offset_ (0: Xen stamps our clock)
     uint32_t seen_lost_ = 0;
     bool queue_full_reported_ = false;
     bool detached_ = false, gone_ = false;

@@ -26,7 +26,7 @@ Db Db::open(const std::string& path, bool writable) {
     // busprof's mark in the SQLite header ("BPrf"), and the schema version
     // this busprof writes (PRAGMA user_version; schema/busprof.sql).
     constexpr int64_t kApplicationId = 0x42507266;
-    constexpr int64_t kSchemaVersion = 2;
+    constexpr int64_t kSchemaVersion = 3;
 
     if (path.empty())
         throw UserError("no trace DB path given", "pass --db FILE");
@@ -107,7 +107,9 @@ Db Db::open(const std::string& path, bool writable) {
                 db.exec("PRAGMA application_id = " + std::to_string(kApplicationId));
                 if (k == Kind::empty)
                     db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
-                db.exec("INSERT OR IGNORE INTO meta VALUES ('schema_version', '2'),"
+                db.exec("INSERT OR IGNORE INTO meta VALUES ('schema_version', '" +
+                        std::to_string(kSchemaVersion) +
+                        "'),"
                         " ('clock', 'CLOCK_MONOTONIC ns of dom0'), ('created_by', 'busprof')");
                 db.exec("COMMIT");
             } catch (...) {
@@ -467,8 +469,9 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
         db_.exec("BEGIN IMMEDIATE");
         Stmt ins(db_.get(),
                  "INSERT INTO transactions (session_id, domid, vcpu, rip, port, size, dir,"
-                 " value, t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns, status)"
-                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)");
+                 " value, t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns, status,"
+                 " clock_skewed)"
+                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
         size_t next = 0;
         auto insert_to = [&](size_t end) {
             for (; next < end; next++) {
@@ -482,6 +485,7 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
                 bind_ns(ins, 11, r.t_bus_end_ns);
                 ins.bind(12, static_cast<int64_t>(r.t_resume_ns));
                 ins.bind(13, status_name(r.status));
+                ins.bind(14, (r.flags & XEN_BUSPROF_RECORD_CLOCK_SKEWED) ? 1 : 0);
                 ins.step();
                 ins.reset();
                 per_session[ord]++;
@@ -499,11 +503,11 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
             rec.step();
             rec.reset();
         }
-        Stmt upd(db_.get(),
-                 "UPDATE sessions SET state = ?3, started_ns = ?4,"
-                 " stopped_ns = ?5, timeouts = ?6, unrecorded = ?7, dropped = ?8,"
-                 " notes_dropped = ?9, owner = CASE WHEN ?3 = 'stopped' THEN NULL ELSE owner END"
-                 " WHERE id = ?1");
+        Stmt upd(db_.get(), "UPDATE sessions SET state = ?3, started_ns = ?4,"
+                            " stopped_ns = ?5, timeouts = ?6, unrecorded = ?7, dropped = ?8,"
+                            " notes_dropped = ?9, clock_error_ns = ?10, clock_skew_ns = ?11,"
+                            " owner = CASE WHEN ?3 = 'stopped' THEN NULL ELSE owner END"
+                            " WHERE id = ?1");
         for (auto& [ord, c] : counters) {
             if (ord >= rows.size() || !rows[ord]) {
                 std::lock_guard lk(mu_);
@@ -518,6 +522,11 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
                 .bind(7, static_cast<int64_t>(c.unrecorded));
             upd.bind(8, static_cast<int64_t>(c.dropped));
             upd.bind(9, static_cast<int64_t>(c.notes_dropped));
+            if (c.clock_error_ns < 0)
+                upd.bind_null(10);
+            else
+                upd.bind(10, c.clock_error_ns);
+            upd.bind(11, static_cast<int64_t>(c.clock_skew_ns));
             upd.step();
             upd.reset();
         }
@@ -567,7 +576,8 @@ void Writer::answer(const ExtractRequest& r, bool db_ok) {
             res.total = static_cast<uint64_t>(sqlite3_column_int64(c.get(), 0));
             res.snapshot = static_cast<uint64_t>(snapshot);
             Stmt q(db_.get(), std::string("SELECT id, rip, t_trap_ns, t_bus_begin_ns, t_bus_end_ns,"
-                                          " t_resume_ns, value, port, vcpu, size, dir, status") +
+                                          " t_resume_ns, value, port, vcpu, size, dir, status,"
+                                          " clock_skewed") +
                                   where + " ORDER BY id LIMIT ?6 OFFSET ?7");
             q.bind(1, session).bind(2, r.domid).bind(3, m.first).bind(4, m.last);
             q.bind(5, snapshot).bind(6, m.nr).bind(7, static_cast<int64_t>(m.offset));
@@ -588,6 +598,7 @@ void Writer::answer(const ExtractRequest& r, bool db_ok) {
                     dir_from_name(reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 10)));
                 x.status = status_from_name(
                     reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 11)));
+                x.flags = col(12) ? XEN_BUSPROF_RECORD_CLOCK_SKEWED : 0;
                 res.records.push_back(x);
             }
         } catch (const std::exception& e) {

@@ -72,8 +72,10 @@ struct SessionCounters {
     std::string state;
     uint64_t started_ns = 0, stopped_ns = 0; // 0: not yet
     uint64_t timeouts = 0, unrecorded = 0;
-    uint64_t dropped = 0;       // records the queue refused
-    uint64_t notes_dropped = 0; // guest markers and events refused
+    uint64_t dropped = 0;        // records the queue refused
+    uint64_t notes_dropped = 0;  // guest markers and events refused
+    int64_t clock_error_ns = -1; // +/- of the clock offset; -1: not measured
+    uint64_t clock_skew_ns = 0;  // largest disagreement of Xen's stamps with ours
 };
 
 // A guest's extract request, to be answered once everything the daemon

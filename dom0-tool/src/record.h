@@ -21,10 +21,23 @@ struct Record {
     uint8_t size;
     uint8_t dir;    // XEN_BUSPROF_DIR_*
     uint8_t status; // XEN_BUSPROF_STATUS_*
+    uint8_t flags;  // XEN_BUSPROF_RECORD_*
     uint32_t value;
     uint64_t rip;
     uint64_t t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns; // t_bus_*: 0 if no bus access
 };
+
+// How far a record's stamps from Xen's clock (t_trap, t_resume) contradict
+// the daemon's (t_bus_*); 0: they agree.  The guest was trapped before the
+// daemon saw the access and resumed after it answered, so on one clock
+// t_trap <= t_bus_begin and t_bus_end <= t_resume always hold.
+inline uint64_t clock_contradiction(const Record& r) {
+    if (!r.t_bus_begin_ns)
+        return 0; // no bus access: nothing of the daemon's to compare with
+    uint64_t early = r.t_bus_end_ns > r.t_resume_ns ? r.t_bus_end_ns - r.t_resume_ns : 0;
+    uint64_t late = r.t_trap_ns > r.t_bus_begin_ns ? r.t_trap_ns - r.t_bus_begin_ns : 0;
+    return early > late ? early : late;
+}
 
 // Column text of transactions.dir / .status <-> XEN_BUSPROF_DIR_* / _STATUS_*.
 inline const char* dir_name(uint8_t dir) {

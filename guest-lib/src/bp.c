@@ -16,6 +16,10 @@ _Static_assert(sizeof(struct bp_record) == sizeof(struct xen_busprof_record),
 _Static_assert(offsetof(struct bp_record, status) ==
                offsetof(struct xen_busprof_record, status),
                "bp_record must match xen_busprof_record");
+_Static_assert(offsetof(struct bp_record, flags) ==
+               offsetof(struct xen_busprof_record, flags) &&
+               BP_RECORD_CLOCK_SKEWED == XEN_BUSPROF_RECORD_CLOCK_SKEWED,
+               "bp_record must match xen_busprof_record");
 
 /* How long bp_extract waits for the profiler in all. */
 #define BP_EXTRACT_DEADLINE_NS (30ull * 1000000000ull)

@@ -65,6 +65,9 @@ def every_routed_access_is_recorded(rig):
                                 (0x305, "out", "ok"): 5000, (0x305, "in", "ok"): 5000}, \
         per_port(rig.db)
     assert query(rig.db, "SELECT count(*) FROM events WHERE kind = 'refused'") == [(0,)]
+    # One clock: nothing to flag.
+    assert query(rig.db, "SELECT sum(clock_skewed) FROM transactions") == [(0,)]
+    assert query(rig.db, "SELECT clock_error_ns, clock_skew_ns FROM sessions") == [(0, 0)]
 
 
 def lost_control_messages_cost_no_access(rig):
@@ -389,6 +392,45 @@ def two_domains_into_one_db(rig):
         rig.close()
 
 
+def skewed_clocks_are_flagged_not_hidden(rig):
+    """The guests' CPUs stamp with a clock 50 ms ahead of dom0's (as Xen's
+    CPUs can disagree), then 50 ms behind: every record whose stamps
+    contradict the daemon's is flagged and kept as measured (an access that
+    truly took longer than the skew is not contradicted, and not flagged),
+    the session holds the largest disagreement and how well the clocks were
+    related, the overhead view leaves the flagged rows out, and the guest's
+    example driver tells them from records out of order."""
+    for skew in (50_000_000, -50_000_000):
+        rig.close()
+        rig = Rig(rig.bindir, PORTS, 4, sim_args=("--stamp-skew-ns", str(skew)))
+        try:
+            rig.policy(PORTS)
+            rig.start_daemon()
+            r = rig.guest([rig.exe("guest-lib/busprof-example-driver"), "-n", "40", "-q"])
+            assert r.returncode == 0, r.stdout + r.stderr
+            m = re.search(r"EXTRACT uart .*: (\d+) records .*, (\d+) out of order, "
+                          r"(\d+) clock-skewed", r.stdout)
+            assert m and m.group(2) == "0", r.stdout
+            rig.stop_daemon()
+            n, flagged, late, early = query(
+                rig.db, "SELECT count(*), sum(clock_skewed), sum(t_trap_ns > t_bus_begin_ns),"
+                        " sum(t_resume_ns < t_bus_end_ns) FROM transactions")[0]
+            assert int(m.group(3)) == flagged and n == int(m.group(1)), (r.stdout, n, flagged)
+            assert n >= 80 and flagged >= n * 9 // 10, (skew, n, flagged)
+            # As measured: the trap stamps are late by the skew, or the
+            # resume stamps early; exactly those rows are flagged.
+            assert (late, early) == ((flagged, 0) if skew > 0 else (0, flagged)), \
+                (skew, late, early)
+            err, worst = query(rig.db, "SELECT clock_error_ns, clock_skew_ns FROM sessions")[0]
+            assert err is not None and 0 <= err < 1_000_000, err
+            assert abs(skew) // 2 < worst <= abs(skew) + err, (skew, worst)
+            over = query(rig.db, "SELECT count(*), sum(mean_overhead_ns IS NULL)"
+                                 " FROM port_latency")[0]
+            assert over[0] > 0 and (flagged < n or over[1] == over[0]), over
+        finally:
+            rig.close()
+
+
 CASES = {f.__name__: f for f in [
     every_routed_access_is_recorded, lost_control_messages_cost_no_access,
     timed_out_access_says_what_guest_got, guest_never_waits_on_a_locked_db,
@@ -396,7 +438,7 @@ CASES = {f.__name__: f for f in [
     hypervisor_gone_ends_session, killed_daemon_session_is_aborted,
     clients_that_leave_early_kill_nothing, start_after_skips_exactly_n, duration_stops_recording,
     stop_on_stop_trap_stops_at_the_first_stop, pause_under_live_traffic_loses_nothing,
-    two_domains_into_one_db]}
+    two_domains_into_one_db, skewed_clocks_are_flagged_not_hidden]}
 
 
 def main():

@@ -27,7 +27,7 @@ class Rig:
     """A simulated Xen, optionally a daemon, in a private directory."""
 
     def __init__(self, bindir, ioports="0x3f8-0x3ff,0x70-0x71,0x300-0x30f", vcpus=2,
-                 more_domains=()):
+                 more_domains=(), sim_args=()):
         self.bindir = bindir
         self.tmp = tempfile.TemporaryDirectory(prefix="busprof-e2e.")
         self.dir = self.tmp.name
@@ -37,7 +37,7 @@ class Rig:
         self.procs = []
         doms = [f"{DOMID}:{DOMAIN}:{ioports}:{vcpus}", *more_domains]
         self.sim = self.spawn([self.exe("dom0-tool/busprof-simxen"), "--socket", self.sim_sock,
-                               *[a for d in doms for a in ("--domain", d)]])
+                               *[a for d in doms for a in ("--domain", d)], *sim_args])
         self.wait_path(self.sim_sock, self.sim)
         self.daemon = None
 

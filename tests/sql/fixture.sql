@@ -21,18 +21,19 @@
 --   after which Xen dropped the domain's traps (no stop_trap marker).
 
 INSERT INTO meta (key, value) VALUES
-    ('schema_version', '2'),
+    ('schema_version', '3'),
     ('clock', 'CLOCK_MONOTONIC'),
     ('created_by', 'tests/sql/fixture.sql');
 
 INSERT INTO sessions (id, domid, domain_name, backend, bus, state,
                       start_trigger, stop_trigger, created_ns, started_ns,
-                      stopped_ns, recorded, dropped, unrecorded, timeouts)
+                      stopped_ns, recorded, dropped, unrecorded, timeouts,
+                      clock_error_ns, clock_skew_ns)
 VALUES
     (1, 3, 'uart-test', 'sim', 'sim',  'stopped', 'start_trap', 'manual',
-        1000000, 1100000, 1400000, 15, 3, 0, 0),
+        1000000, 1100000, 1400000, 15, 3, 0, 0, 0, 0),
     (2, 5, 'rtc-guest', 'xen', 'port', 'stopped', 'start_trap', 'manual',
-        5000000000, 5000100000, 6100000000, 17, 0, 0, 1);
+        5000000000, 5000100000, 6100000000, 17, 0, 0, 1, 23000, 0);
 
 INSERT INTO markers (id, session_id, kind, vcpu, port_first, port_last, t_ns)
 VALUES

@@ -108,7 +108,10 @@ def classify(d):
                                   for f in os.listdir(san)):
         causes.add("asan")
     procs = {p for p, _, _ in segv}
-    if "busprof" in procs or re.search(r"daemon for \S+ exited with (13[24569])\b", hooklog):
+    # dom0's console is in the serial log: a run that hung before dom0 wrote
+    # its results still tells that the daemon died
+    if "busprof" in procs or re.search(r"daemon for \S+ exited with (13[24569])\b",
+                                       hooklog + serial):
         causes.add("daemon-segv")
     if "xl" in procs or out["events"].get("xl-crash"):
         causes.add("xl-crash")

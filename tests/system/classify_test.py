@@ -69,6 +69,16 @@ class Retryable(unittest.TestCase):
         self.assertEqual(rc, 1, out)
         self.assertIn("daemon-segv", out)
 
+    def test_a_hang_after_the_daemon_aborted_is_not_retried(self):
+        # dom0 never wrote its results: only its console says the daemon died
+        d = run_dir(self.root, serial="malloc(): unsorted double linked list corrupted\n"
+                    "[t=364.48] daemon for bp-pvh exited with 134\n"
+                    "[t=20.00] EVENT xl-crash cmd=domid name=bp-pvh status=134\n",
+                    stall=True, qemu_status="124")
+        rc, out = retryable(d)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("daemon-segv", out)
+
     def test_stamps_out_of_order_are_not_retried(self):
         d = run_dir(self.root, serial="[t=20.00] EVENT xl-crash cmd=domid name=bp-hvm status=134\n"
                     "EXTRACT bp-hvm 300 records, 12 out of order\n",

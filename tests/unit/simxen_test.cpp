@@ -82,8 +82,7 @@ class SimXen : public ::testing::Test {
         send_msg(sock, &m, sizeof(m));
         return recv_reply(sock);
     }
-    template <typename Arg>
-    static Reply hypercall(int sock, uint32_t cmd, const Arg& arg) {
+    template <typename Arg> static Reply hypercall(int sock, uint32_t cmd, const Arg& arg) {
         static_assert(sizeof(Arg) <= BP_SIM_ARG_MAX);
         bp_sim_msg m = msg(BP_SIM_HYPERCALL);
         m.cmd = cmd;
@@ -128,7 +127,8 @@ class SimXen : public ::testing::Test {
         if (r.m.rc)
             return p;
         p->fds = std::move(r.fds);
-        void* map = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, p->fds.at(0).get(), 0);
+        void* map =
+            ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, p->fds.at(0).get(), 0);
         EXPECT_NE(map, MAP_FAILED);
         p->ioreq = static_cast<shared_iopage_t*>(map);
         xen_busprof_attach a{};

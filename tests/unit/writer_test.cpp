@@ -109,13 +109,60 @@ TEST_F(WriterTest, CountersReachTheRowAndAStoppedSessionLosesItsOwner) {
     ASSERT_TRUE(w.flush());
     int64_t id = w.session_row(s, 0);
     EXPECT_EQ(scalar("SELECT owner IS NOT NULL FROM sessions WHERE id = " + std::to_string(id)), 1);
-    SessionCounters c{"stopped", 100, 200, 1, 2, 3, 4};
+    EXPECT_EQ(scalar("SELECT clock_error_ns IS NULL AND clock_skew_ns = 0 FROM sessions"), 1);
+    SessionCounters c{"stopped", 100, 200, 1, 2, 3, 4, 23000, 5000000};
     w.set_counters(s, c);
     w.close(1000);
     EXPECT_EQ(scalar("SELECT state = 'stopped' AND started_ns = 100 AND stopped_ns = 200 AND"
                      " timeouts = 1 AND unrecorded = 2 AND dropped = 3 AND notes_dropped = 4"
+                     " AND clock_error_ns = 23000 AND clock_skew_ns = 5000000"
                      " AND owner IS NULL FROM sessions"),
               1);
+}
+
+// The order that holds on one clock, and by how much a record breaks it.
+TEST(ClockContradiction, IsHowFarXensStampsBreakTheOrderOfOneClock) {
+    Record r{};
+    r.t_trap_ns = 100;
+    r.t_bus_begin_ns = 200;
+    r.t_bus_end_ns = 300;
+    r.t_resume_ns = 400;
+    EXPECT_EQ(clock_contradiction(r), 0u);
+    r.t_trap_ns = 250; // stamped as trapped after the bus access began
+    EXPECT_EQ(clock_contradiction(r), 50u);
+    r.t_trap_ns = 100;
+    r.t_resume_ns = 230; // stamped as resumed before it ended
+    EXPECT_EQ(clock_contradiction(r), 70u);
+    r.t_trap_ns = 290; // both: the larger
+    EXPECT_EQ(clock_contradiction(r), 90u);
+    Record none{}; // no bus access: nothing of the daemon's to compare
+    none.t_trap_ns = 500;
+    none.t_resume_ns = 100;
+    EXPECT_EQ(clock_contradiction(none), 0u);
+}
+
+// The flag reaches the row and comes back in an extract.
+TEST_F(WriterTest, AClockSkewedRecordIsStoredAndExtractedAsSuch) {
+    Writer w(db_, 64);
+    std::promise<ExtractResult> got;
+    w.on_extract([&](const ExtractRequest&, ExtractResult& r) { got.set_value(r); });
+    uint32_t s = w.begin_session(row());
+    Record a = rec(s, 0x3f8, 1), b = rec(s, 0x3f8, 2);
+    b.t_trap_ns = 25;
+    b.flags = XEN_BUSPROF_RECORD_CLOCK_SKEWED;
+    ASSERT_TRUE(w.push(a));
+    ASSERT_TRUE(w.push(b));
+    w.request_extract(extract(s, 0x3f8, 0x3ff));
+    auto f = got.get_future();
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    ExtractResult r = f.get();
+    ASSERT_EQ(r.records.size(), 2u);
+    EXPECT_EQ(r.records[0].flags, 0);
+    EXPECT_EQ(r.records[1].flags, XEN_BUSPROF_RECORD_CLOCK_SKEWED);
+    EXPECT_EQ(r.records[1].t_trap_ns, 25u); // as measured
+    ASSERT_TRUE(w.flush());
+    EXPECT_EQ(scalar("SELECT sum(clock_skewed) FROM transactions WHERE value = 2"), 1);
+    EXPECT_EQ(scalar("SELECT sum(clock_skewed) FROM transactions WHERE value = 1"), 0);
 }
 
 // Another connection holds the write lock: nothing the producer does

@@ -43,6 +43,10 @@ typedef struct bp_handle bp_handle;
 #define BP_STATUS_OK        0
 #define BP_STATUS_TIMEOUT   1
 #define BP_STATUS_ERROR     2
+/* bp_record.flags: the record's trap and resume times (the hypervisor's
+ * clock) contradict its bus times (the profiler's clock), so they are not to
+ * be compared with each other (transactions.clock_skewed, docs/schema.md). */
+#define BP_RECORD_CLOCK_SKEWED 0x01
 
 /* One transaction; the same layout as struct xen_busprof_record. */
 struct bp_record {
@@ -58,7 +62,8 @@ struct bp_record {
     uint8_t size;            /* 1, 2 or 4 */
     uint8_t dir;             /* BP_DIR_* */
     uint8_t status;          /* BP_STATUS_* */
-    uint8_t pad[5];
+    uint8_t flags;           /* BP_RECORD_* */
+    uint8_t pad[4];
 };
 
 /* flags must be 0.  Errors: EINVAL, ENOENT (no backend), what the backend

@@ -8,8 +8,9 @@ Exit 0 only if, for every guest:
   - its example driver ran (DRIVER OK) and every COM2 scratch value round-tripped;
   - trapping 0x3e8-0x3ef (not in the policy) and 0x3f8-0x3ff (never granted) gave EPERM;
   - the DB has its session, with transactions of its domid on vCPU 0 whose Xen stamps
-    (t_trap_ns, t_resume_ns) are set and ordered around the daemon's bus stamps,
-    and a guest RIP;
+    (t_trap_ns, t_resume_ns) are set and ordered around the daemon's bus stamps, or
+    flagged clock_skewed when they are not (never flagged when they are), and a
+    guest RIP; the session's clock_skew_ns is the largest contradiction;
   - bp_extract returned as many records as the DB holds for the range.
 """
 import os
@@ -47,21 +48,33 @@ def check_guest(db, outdir, name):
         problems.append(f"bp_extract returned {extracted} records, the DB has {n}")
     if n == 0:
         problems.append("no transactions recorded")
+    # Xen's stamps and the daemon's come from two clocks (README, "Clock skew
+    # between Xen's CPUs"): a row out of order must say so, and only such a row.
+    ordered = ("(t_trap_ns <= t_bus_begin_ns AND t_bus_begin_ns <= t_bus_end_ns"
+               " AND t_bus_end_ns <= t_resume_ns)")
     bad = q("SELECT count(*) FROM transactions WHERE session_id = ? AND (t_trap_ns = 0 OR"
-            " t_resume_ns = 0 OR NOT (t_trap_ns <= t_bus_begin_ns AND t_bus_begin_ns <="
-            " t_bus_end_ns AND t_bus_end_ns <= t_resume_ns))")[0]
+            f" t_resume_ns = 0 OR t_bus_begin_ns > t_bus_end_ns OR clock_skewed = {ordered})")[0]
     if bad:
-        problems.append(f"{bad} transactions without Xen stamps or with stamps out of order")
+        problems.append(f"{bad} transactions without Xen stamps, or out of order and not"
+                        " flagged clock_skewed, or flagged and in order")
+    skewed, worst = q("SELECT count(*), max(max(t_trap_ns - t_bus_begin_ns,"
+                      " t_bus_end_ns - t_resume_ns)) FROM transactions"
+                      " WHERE session_id = ? AND clock_skewed = 1")
+    session_skew = q("SELECT clock_skew_ns FROM sessions WHERE id = ?")[0]
+    if (worst or 0) != session_skew:
+        problems.append(f"the session's clock_skew_ns is {session_skew}, its worst row {worst or 0}")
     other = q("SELECT count(*) FROM transactions WHERE session_id = ? AND (domid != "
               f"{int(domid)} OR vcpu != 0 OR rip = 0 OR status != 'ok')")[0]
     if other:
         problems.append(f"{other} transactions with a wrong domid or vCPU, no RIP or not ok")
     stats = q("""WITH t AS (SELECT t_bus_end_ns - t_bus_begin_ns AS bus,
-                                  (t_resume_ns - t_trap_ns) - (t_bus_end_ns - t_bus_begin_ns) AS ovh
-                           FROM transactions WHERE session_id = ?)
+                                  CASE WHEN clock_skewed = 0 THEN
+                                  (t_resume_ns - t_trap_ns) - (t_bus_end_ns - t_bus_begin_ns) END AS ovh
+                           FROM transactions WHERE session_id = ?),
+                      o AS (SELECT ovh FROM t WHERE ovh IS NOT NULL)
                  SELECT (SELECT bus FROM t ORDER BY bus LIMIT 1 OFFSET (SELECT count(*) / 2 FROM t)),
-                        (SELECT ovh FROM t ORDER BY ovh LIMIT 1 OFFSET (SELECT count(*) / 2 FROM t))""")
-    return problems, (domid, n, stats[0], stats[1])
+                        (SELECT ovh FROM o ORDER BY ovh LIMIT 1 OFFSET (SELECT count(*) / 2 FROM o))""")
+    return problems, (domid, n, stats[0], stats[1], skewed, session_skew)
 
 
 def main():
@@ -75,13 +88,14 @@ def main():
     failed = 0 if ok else 1
     if not ok:
         print("system-test: FAIL: the trace DB fails PRAGMA integrity_check")
-    print(f"{'guest':<10} {'domid':>5} {'transactions':>12} {'p50 bus ns':>11} {'p50 overhead ns':>16}")
+    print(f"{'guest':<10} {'domid':>5} {'transactions':>12} {'p50 bus ns':>11} {'p50 overhead ns':>16}"
+          f" {'clock-skewed':>12} {'max skew ns':>11}")
     for name in names:
         problems, figures = check_guest(db, outdir, name)
         if figures:
-            d, n, bus, ovh = figures
+            d, n, bus, ovh, skewed, skew = figures
             print(f"{name:<10} {d:>5} {n:>12} {bus if bus is not None else '-':>11} "
-                  f"{ovh if ovh is not None else '-':>16}")
+                  f"{ovh if ovh is not None else '-':>16} {skewed:>12} {skew:>11}")
         for p in problems:
             print(f"system-test: FAIL {name}: {p}")
         failed += 1 if problems else 0

@@ -63,6 +63,16 @@
 #define XEN_BUSPROF_STATUS_TIMEOUT        1
 #define XEN_BUSPROF_STATUS_ERROR          2
 
+/*
+ * Record flags.  CLOCK_SKEWED: Xen's stamps (t_trap_ns, t_resume_ns, taken
+ * on the guest vCPU's CPU) contradict the profiler's (t_bus_*, its own
+ * clock): the access was stamped as trapped after the bus access began, or
+ * as resumed before it ended.  The two clocks disagreed there by at least
+ * that much, so the record's trap and resume times are not to be trusted
+ * against its bus times.
+ */
+#define XEN_BUSPROF_RECORD_CLOCK_SKEWED   (1u << 0)
+
 /* One transaction as handed back to the guest by XEN_BUSPROF_extract. */
 struct xen_busprof_record {
     uint64_t id;             /* transaction id in the trace DB */
@@ -77,7 +87,8 @@ struct xen_busprof_record {
     uint8_t size;                    /* 1, 2 or 4 */
     uint8_t dir;                     /* XEN_BUSPROF_DIR_* */
     uint8_t status;                  /* XEN_BUSPROF_STATUS_* */
-    uint8_t pad[5];
+    uint8_t flags;                   /* XEN_BUSPROF_RECORD_* */
+    uint8_t pad[4];
 };
 typedef struct xen_busprof_record xen_busprof_record_t;
 DEFINE_XEN_GUEST_HANDLE(xen_busprof_record_t);
