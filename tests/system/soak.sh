@@ -47,6 +47,8 @@ case "$RUNS" in ''|*[!0-9]*) echo "soak.sh: N must be a number" >&2; exit 2 ;; e
 # QEMU settings other than the default ones name a variant of their own
 [ -n "${BUSPROF_QEMU_SMP:-}" ] && variant+=-smp$BUSPROF_QEMU_SMP
 [ -n "${BUSPROF_QEMU_TCG:-}" ] && variant+=-tcg$BUSPROF_QEMU_TCG
+# BUSPROF_SOAK_LABEL names any other change (e.g. BUSPROF_XEN_ARGS) in the variant
+[ -n "${BUSPROF_SOAK_LABEL:-}" ] && variant+=-$BUSPROF_SOAK_LABEL
 
 SOAK=$BUILD_DIR/soak/$variant-$(date +%Y%m%d-%H%M%S)
 WORK=$BUILD_DIR/soak/$variant-work
@@ -60,6 +62,9 @@ export BUSPROF_QUIET=1
 export BUSPROF_QEMU_TIMEOUT=${BUSPROF_QEMU_TIMEOUT:-3000}
 export BUSPROF_GUEST_TIMEOUT=${BUSPROF_GUEST_TIMEOUT:-600}
 export BUSPROF_DOM0_ARGS="${BUSPROF_DOM0_ARGS:-} busprof.hooktimeout=2700"
+# One boot per run: a soak counts failures, known ones included, rather than
+# booting again after them as a single system-test run does.
+export BUSPROF_KNOWN_BUG_BOOTS=${BUSPROF_KNOWN_BUG_BOOTS:-1}
 echo "soak: $RUNS run(s) of the system test, variant $variant (${ARGS[*]:-no options}); logs in $SOAK"
 
 dirs=()
