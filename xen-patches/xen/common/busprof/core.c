@@ -6,9 +6,11 @@
  * A guest traps its own port I/O to a range with XEN_BUSPROF_start_trap.
  * The range must be allowed by the policy dom0 set for the domain and be
  * accessible to the domain at all, so the profiler never touches a port
- * on a guest's behalf that the guest could not touch itself.  Trapped
- * ranges are mapped into the profiler's ioreq server; every trapped access
- * is stamped here and then travels as an ordinary ioreq.
+ * on a guest's behalf that the guest could not touch itself.  The I/O
+ * path asks busprof_pio_trapped() and sends a trapped access to the
+ * profiler's ioreq server by its id (no ranges are registered with the
+ * server); every trapped access is stamped here and then travels as an
+ * ordinary ioreq.
  */
 
 #include <xen/busprof.h>

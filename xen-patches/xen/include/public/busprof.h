@@ -134,10 +134,11 @@ typedef struct xen_busprof_extract xen_busprof_extract_t;
 
 /*
  * dom0: attach the profiler behind ioreq server `ioservid` to `domid`.
- * Trapped ranges are mapped into that ioreq server.  The busprof page
- * (struct xen_busprof_page) is then mapped with XENMEM_acquire_resource,
- * type XENMEM_resource_busprof, id 0, frame 0; control messages are
- * signalled on the Xen-bound event channel `ctrl_port` of `domid`.
+ * A trapped access goes to that ioreq server as an ordinary ioreq.  The
+ * busprof page (struct xen_busprof_page) is then mapped with
+ * XENMEM_acquire_resource, type XENMEM_resource_busprof, id 0, frame 0;
+ * control messages are signalled on the Xen-bound event channel
+ * `ctrl_port` of `domid`.
  */
 #define XEN_BUSPROF_attach                16
 struct xen_busprof_attach {

@@ -104,7 +104,12 @@ void busprof_host_put_target(struct domain *d);
 /* May d access [first, last] at all (ioports_access_permitted)? */
 bool busprof_host_ioports_permitted(const struct domain *d,
                                     unsigned int first, unsigned int last);
-/* Map / unmap [first, last] into ioreq server ioservid of d. */
+/*
+ * [first, last] starts / stops being trapped for ioreq server ioservid of d.
+ * Xen only checks on start that the server is there (its I/O path routes a
+ * trapped port to the server by id); the simulator keeps the ranges it
+ * routes by.  Nothing is registered with the ioreq server itself.
+ */
 int busprof_host_map_ports(struct domain *d, uint16_t ioservid,
                            unsigned int first, unsigned int last, bool map);
 /* The busprof page of d, shareable with the profiler. */
