@@ -32,7 +32,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     unrecorded INTEGER NOT NULL DEFAULT 0, -- accesses served while not profiling: configured, paused or stopped (count)
     timeouts INTEGER NOT NULL DEFAULT 0,   -- accesses Xen completed without the daemon (count)
     clock_error_ns INTEGER,            -- how closely the daemon related Xen's stamp clock to CLOCK_MONOTONIC at attach: the offset is right within +/- this (ns); 0 when the hypervisor stamps CLOCK_MONOTONIC itself (the simulator)
-    clock_skew_ns INTEGER NOT NULL DEFAULT 0, -- the largest disagreement between Xen's stamps and the daemon's seen in the session, as shown by records with clock_skewed = 1 (ns); 0: none seen
+    clock_skew_ns INTEGER NOT NULL DEFAULT 0, -- the largest disagreement between Xen's stamps and the daemon's seen in the session, as shown by records with clock_skewed = 1 (ns); 0: none seen; unflagged rows of the session may be off by up to this much as well
     owner TEXT                         -- while a daemon serves the session: 'boot-id/pid/start-time' of that daemon process; NULL once it ended the session
 );
 
