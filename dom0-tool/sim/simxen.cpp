@@ -489,7 +489,7 @@ void SimHypervisor::handle(Conn& c, const bp_sim_msg& m, const std::vector<uint8
     r.nr = 0;
     std::vector<uint8_t> out;
     // Whatever a guest's message makes the hypervisor do runs on its vCPU.
-    t_guest_cpu = c.role == BP_SIM_ROLE_GUEST || (!c.role && m.role == BP_SIM_ROLE_GUEST);
+    t_guest_cpu = c.role == BP_SIM_ROLE_GUEST;
     // Descriptors to pass, as copies taken under the lock that guards the
     // originals: another thread may close an original (and the number be
     // reused) before the reply goes out.

@@ -44,30 +44,30 @@ class Retryable(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
+    def assertDecision(self, d, retried, cause):
+        """classify.py --retryable on d retries it (or not) and names cause."""
+        rc, out = retryable(d)
+        self.assertEqual(rc, 0 if retried else 1, out)
+        self.assertIn(cause, out)
+
     def test_a_passed_run_is_not_retried(self):
         d = run_dir(self.root, summary="PASS bp-hvm type=hvm 40s: DRIVER OK\n",
                     status="result=0\n")
-        rc, out = retryable(d)
-        self.assertEqual(rc, 1, out)
-        self.assertIn("passed", out)
+        self.assertDecision(d, False, "passed")
 
     def test_a_hang_alone_is_retried(self):
         d = run_dir(self.root, stall=True, qemu_status="124")
-        self.assertEqual(retryable(d)[0], 0)
+        self.assertDecision(d, True, "stall")
 
     def test_a_hang_after_xl_crashes_is_retried(self):
         d = run_dir(self.root, serial="[t=20.00] EVENT xl-crash cmd=domid name=bp-hvm status=139\n",
                     stall=True, qemu_status="124")
-        rc, out = retryable(d)
-        self.assertEqual(rc, 0, out)
-        self.assertIn("xl-crash", out)
+        self.assertDecision(d, True, "xl-crash")
 
     def test_a_hang_with_the_daemon_dead_is_not_retried(self):
         d = run_dir(self.root, serial="busprof[453]: segfault at 7fdc7f96a0f8 ip 00007f00 "
                     "sp 00007ffe error 4 in libc.so.6\n", stall=True, qemu_status="124")
-        rc, out = retryable(d)
-        self.assertEqual(rc, 1, out)
-        self.assertIn("daemon-segv", out)
+        self.assertDecision(d, False, "daemon-segv")
 
     def test_a_hang_after_the_daemon_aborted_is_not_retried(self):
         # dom0 never wrote its results: only its console says the daemon died
@@ -75,25 +75,19 @@ class Retryable(unittest.TestCase):
                     "[t=364.48] daemon for bp-pvh exited with 134\n"
                     "[t=20.00] EVENT xl-crash cmd=domid name=bp-pvh status=134\n",
                     stall=True, qemu_status="124")
-        rc, out = retryable(d)
-        self.assertEqual(rc, 1, out)
-        self.assertIn("daemon-segv", out)
+        self.assertDecision(d, False, "daemon-segv")
 
     def test_stamps_out_of_order_are_not_retried(self):
         d = run_dir(self.root, serial="[t=20.00] EVENT xl-crash cmd=domid name=bp-hvm status=134\n"
                     "EXTRACT bp-hvm 300 records, 12 out of order\n",
                     summary="FAIL bp-hvm type=hvm 40s: stamps out of order\n",
                     status="result=1\n", qemu_status="3")
-        rc, out = retryable(d)
-        self.assertEqual(rc, 1, out)
-        self.assertIn("stamp-order", out)
+        self.assertDecision(d, False, "stamp-order")
 
     def test_a_guest_that_failed_for_its_own_reasons_is_not_retried(self):
         d = run_dir(self.root, summary="FAIL bp-hvm type=hvm 40s: DRIVER FAILED\n",
                     status="result=1\n", qemu_status="3")
-        rc, out = retryable(d)
-        self.assertEqual(rc, 1, out)
-        self.assertIn("guest-fail", out)
+        self.assertDecision(d, False, "guest-fail")
 
 
 if __name__ == "__main__":
