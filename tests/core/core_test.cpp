@@ -347,6 +347,17 @@ class Core : public ::testing::Test {
         return trap(XEN_BUSPROF_stop_trap, first, last, vcpu);
     }
 
+    // dom0's trap / untrap of the guest's ports, for a guest that never calls busprof.
+    long dom0_trap(unsigned cmd, unsigned first, unsigned last, uint16_t flags = 0,
+                   domid_t domid = kGuest) {
+        xen_busprof_dom0_trap t{};
+        t.domid = domid;
+        t.first = static_cast<uint16_t>(first);
+        t.last = static_cast<uint16_t>(last);
+        t.flags = flags;
+        return op(&dom0_v, cmd, &t);
+    }
+
     xen_busprof_query query() {
         xen_busprof_query q;
         std::memset(&q, 0xee, sizeof(q));
@@ -627,6 +638,98 @@ TEST_F(Core, RevokeThatCannotSplitIsENOSPCAndKeepsTheTraps) {
     EXPECT_EQ(unmaps(), 0u);
 }
 
+// ------------------------------------------------------- traps dom0 sets for a guest
+
+TEST_F(Core, Dom0TrapHasTheGuestsChecksAndErrors) {
+    EXPECT_EQ(dom0_trap(XEN_BUSPROF_trap, 0x3f8, 0x3ff), -EPERM); // never configured
+    ASSERT_EQ(allow(0x3f8, 0x3ff), 0);
+    ASSERT_EQ(allow(0x2f8, 0x2ff), 0);
+    EXPECT_EQ(dom0_trap(XEN_BUSPROF_trap, 0x3f8, 0x3ff), -ENXIO); // no profiler
+    ASSERT_EQ(attach(), 0);
+    EXPECT_EQ(dom0_trap(XEN_BUSPROF_trap, 0x3f0, 0x3ff), -EPERM); // beyond the policy
+    // In the policy, but the domain may not access it: dom0 cannot make the
+    // profiler touch a port the guest could not touch itself.
+    EXPECT_EQ(dom0_trap(XEN_BUSPROF_trap, 0x2f8, 0x2ff), -EPERM);
+    EXPECT_EQ(dom0_trap(XEN_BUSPROF_trap, 0x3ff, 0x3f8), -EINVAL);
+    EXPECT_EQ(dom0_trap(XEN_BUSPROF_trap, 0x3f8, 0x3ff, 1), -EINVAL); // flags
+    EXPECT_EQ(dom0_trap(XEN_BUSPROF_trap, 0x3f8, 0x3ff, 0, 77), -ESRCH);
+    EXPECT_TRUE(host().map_calls.empty());
+    EXPECT_TRUE(pending().empty());
+    EXPECT_EQ(dom0_trap(XEN_BUSPROF_untrap, 0x3f8, 0x3ff), -ENOENT);
+}
+
+TEST_F(Core, Dom0TrapRoutesTheGuestsAccessesAndSaysWhoDidIt) {
+    ready();
+    host().tsc = 4242;
+    ASSERT_EQ(dom0_trap(XEN_BUSPROF_trap, 0x3f8, 0x3ff), 0);
+    EXPECT_TRUE(busprof_pio_trapped(&guest, 0x3ff, 1));
+    EXPECT_FALSE(busprof_pio_trapped(&guest, 0x70, 1));
+    ASSERT_EQ(host().map_calls.size(), 1u);
+    EXPECT_TRUE(host().map_calls[0].map);
+    EXPECT_EQ(host().map_calls[0].ioservid, kIoserv);
+
+    auto m = consume();
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].kind, XEN_BUSPROF_CTRL_start_trap);
+    EXPECT_EQ(m[0].flags, XEN_BUSPROF_CTRL_FROM_DOM0);
+    EXPECT_EQ(m[0].vcpu, 0);
+    EXPECT_EQ(m[0].first, 0x3f8);
+    EXPECT_EQ(m[0].last, 0x3ff);
+    EXPECT_EQ(m[0].tsc, 4242u);
+
+    // The guest's own trap calls say they are the guest's.
+    ASSERT_EQ(start(0x70, 0x71, 2), 0);
+    m = consume();
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].flags, 0);
+    EXPECT_EQ(m[0].vcpu, 2);
+
+    ASSERT_EQ(dom0_trap(XEN_BUSPROF_untrap, 0x3f8, 0x3ff), 0);
+    EXPECT_FALSE(busprof_pio_trapped(&guest, 0x3ff, 1));
+    m = consume();
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].kind, XEN_BUSPROF_CTRL_stop_trap);
+    EXPECT_EQ(m[0].flags, XEN_BUSPROF_CTRL_FROM_DOM0);
+    EXPECT_EQ(query().nr_traps, 1u);
+}
+
+TEST_F(Core, GuestAndDom0ShareOneTableOfTraps) {
+    ready();
+    ASSERT_EQ(dom0_trap(XEN_BUSPROF_trap, 0x3f8, 0x3ff), 0);
+    EXPECT_EQ(start(0x3fc, 0x3ff), -EEXIST); // the guest finds dom0's trap
+    EXPECT_EQ(dom0_trap(XEN_BUSPROF_untrap, 0x3f8, 0x3fb), -ENOENT); // not a trapped range
+    EXPECT_EQ(stop(0x3f8, 0x3ff, 1), 0); // either may stop the other's
+    auto m = consume();
+    ASSERT_EQ(m.size(), 2u);
+    EXPECT_EQ(m[1].kind, XEN_BUSPROF_CTRL_stop_trap);
+    EXPECT_EQ(m[1].flags, 0);
+    EXPECT_EQ(m[1].vcpu, 1);
+
+    ASSERT_EQ(start(0x70, 0x71), 0);
+    EXPECT_EQ(dom0_trap(XEN_BUSPROF_trap, 0x70, 0x70), -EEXIST);
+    EXPECT_EQ(dom0_trap(XEN_BUSPROF_untrap, 0x70, 0x71), 0);
+    EXPECT_EQ(query().nr_traps, 0u);
+}
+
+TEST_F(Core, Dom0TrapsGoWithTheProfiler) {
+    ready();
+    ASSERT_EQ(dom0_trap(XEN_BUSPROF_trap, 0x3f8, 0x3ff), 0);
+    ASSERT_EQ(detach(), 0);
+    EXPECT_FALSE(busprof_pio_trapped(&guest, 0x3f8, 1));
+    EXPECT_EQ(query().nr_traps, 0u);
+}
+
+TEST_F(Core, ARevokeThatDropsATrapIsDom0s) {
+    ready();
+    ASSERT_EQ(start(0x70, 0x71, 3), 0);
+    consume();
+    ASSERT_EQ(revoke(0x70, 0x71), 0);
+    auto m = consume();
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].kind, XEN_BUSPROF_CTRL_stop_trap);
+    EXPECT_EQ(m[0].flags, XEN_BUSPROF_CTRL_FROM_DOM0);
+}
+
 // ---------------------------------------------------------------- validation
 
 TEST_F(Core, TrapWithNonZeroFlagsIsEINVAL) {
@@ -715,7 +818,7 @@ TEST_F(Core, UnknownSubOpsAreEOPNOTSUPP) {
     ready();
     uint8_t buf[512] = {};
     reinterpret_cast<domid_t*>(buf)[0] = kGuest;
-    for (unsigned cmd : {0u, 4u, 15u, 22u, 999u, 0xffffffffu}) {
+    for (unsigned cmd : {0u, 4u, 15u, 24u, 999u, 0xffffffffu}) {
         EXPECT_EQ(op(&dom0_v, cmd, buf), -EOPNOTSUPP) << "dom0, cmd " << cmd;
         EXPECT_EQ(op(&gv[0], cmd, buf), -EOPNOTSUPP) << "guest, cmd " << cmd;
     }
@@ -723,7 +826,7 @@ TEST_F(Core, UnknownSubOpsAreEOPNOTSUPP) {
 
 TEST_F(Core, Dom0SubOpFromAGuestGetsTheHostsEPERM) {
     ASSERT_EQ(allow(0x70, 0x71), 0);
-    for (unsigned cmd = XEN_BUSPROF_attach; cmd <= XEN_BUSPROF_query; cmd++) {
+    for (unsigned cmd = XEN_BUSPROF_attach; cmd <= XEN_BUSPROF_untrap; cmd++) {
         uint8_t buf[sizeof(xen_busprof_query)] = {};
         auto* a = reinterpret_cast<xen_busprof_attach*>(buf);
         a->domid = kGuest;
@@ -733,6 +836,11 @@ TEST_F(Core, Dom0SubOpFromAGuestGetsTheHostsEPERM) {
             auto* p = reinterpret_cast<xen_busprof_policy*>(buf);
             p->first = 0;
             p->last = 0xffff;
+        }
+        if (cmd == XEN_BUSPROF_trap || cmd == XEN_BUSPROF_untrap) {
+            auto* t = reinterpret_cast<xen_busprof_dom0_trap*>(buf);
+            t->first = 0x70;
+            t->last = 0x71;
         }
         EXPECT_EQ(op(&gv[0], cmd, buf), -EPERM) << "cmd " << cmd;
     }

@@ -189,14 +189,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             break;
         }
         case 4:
-        case 5: { // guest: start / stop a trap
+        case 5: { // the guest, or dom0 for it: start / stop a trap
             if (!alive)
                 break;
+            bool start = in.ConsumeBool();
+            if (in.ConsumeProbability<float>() < 0.3f) {
+                xen_busprof_dom0_trap t{};
+                t.domid = target(in);
+                t.first = port(in);
+                t.last = in.ConsumeBool() ? port(in) : t.first;
+                t.flags =
+                    in.ConsumeProbability<float>() < 0.1f ? in.ConsumeIntegral<uint16_t>() : 0;
+                w.op(&w.dom0_v, start ? XEN_BUSPROF_trap : XEN_BUSPROF_untrap, &t);
+                break;
+            }
             xen_busprof_trap t{};
             t.first = port(in);
             t.last = in.ConsumeBool() ? port(in) : t.first;
             t.flags = in.ConsumeProbability<float>() < 0.1f ? in.ConsumeIntegral<uint32_t>() : 0;
-            w.op(gv, in.ConsumeBool() ? XEN_BUSPROF_start_trap : XEN_BUSPROF_stop_trap, &t);
+            w.op(gv, start ? XEN_BUSPROF_start_trap : XEN_BUSPROF_stop_trap, &t);
             break;
         }
         case 6: { // guest: extract into a buffer of exactly the room it claims

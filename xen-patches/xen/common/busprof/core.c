@@ -3,7 +3,8 @@
  * busprof: the busprof_op hypercall, the trap decision and the control
  * protocol with the profiler.
  *
- * A guest traps its own port I/O to a range with XEN_BUSPROF_start_trap.
+ * A guest traps its own port I/O to a range with XEN_BUSPROF_start_trap,
+ * or dom0 traps it for a guest that never calls busprof (XEN_BUSPROF_trap).
  * The range must be allowed by the policy dom0 set for the domain and be
  * accessible to the domain at all, so the profiler never touches a port
  * on a guest's behalf that the guest could not touch itself.  The I/O
@@ -60,9 +61,9 @@ static struct busprof_domain *busprof_get(struct domain *d, bool create)
 
 /* Caller holds bd->lock. */
 static void ctrl_post(struct domain *d, struct busprof_domain *bd,
-                      uint32_t kind, unsigned int vcpu, unsigned int first,
-                      unsigned int last, uint32_t nr, uint64_t offset,
-                      uint64_t snapshot)
+                      uint32_t kind, unsigned int vcpu, unsigned int flags,
+                      unsigned int first, unsigned int last, uint32_t nr,
+                      uint64_t offset, uint64_t snapshot)
 {
     struct xen_busprof_page *pg = bd->page;
     struct xen_busprof_ctrl_msg *m;
@@ -84,7 +85,7 @@ static void ctrl_post(struct domain *d, struct busprof_domain *bd,
     m->vcpu = vcpu;
     m->first = first;
     m->last = last;
-    m->pad = 0;
+    m->flags = flags;
     m->nr = nr;
     m->tsc = busprof_host_tsc();
     m->seq = ++bd->ctrl_seq;
@@ -124,7 +125,7 @@ static void detach_locked(struct domain *d, struct busprof_domain *bd)
                                bd->traps.r[i].last, false);
     bd->traps.nr = 0;
 
-    ctrl_post(d, bd, XEN_BUSPROF_CTRL_detach, 0, 0, 0, 0, 0, 0);
+    ctrl_post(d, bd, XEN_BUSPROF_CTRL_detach, 0, 0, 0, 0, 0, 0, 0);
     extract_reset(bd);
 
     busprof_host_evtchn_free(d, bd->ctrl_port);
@@ -141,9 +142,15 @@ static int check_trap(const struct xen_busprof_trap *t)
     return 0;
 }
 
-static int start_trap(struct vcpu *v, const struct xen_busprof_trap *t)
+/*
+ * Trap [t->first, t->last] of d's port I/O, for the guest itself (vcpu is
+ * its caller) or for dom0 (XEN_BUSPROF_CTRL_FROM_DOM0): the same checks
+ * either way, so dom0 cannot make the profiler touch a port the guest could
+ * not touch itself.
+ */
+static int trap_add(struct domain *d, const struct xen_busprof_trap *t,
+                    unsigned int vcpu, unsigned int flags)
 {
-    struct domain *d = v->domain;
     struct busprof_domain *bd = busprof_get(d, false);
     int rc = check_trap(t);
 
@@ -177,7 +184,7 @@ static int start_trap(struct vcpu *v, const struct xen_busprof_trap *t)
 
     rc = busprof_ranges_add(&bd->traps, t->first, t->last, false);
     ASSERT(!rc);
-    ctrl_post(d, bd, XEN_BUSPROF_CTRL_start_trap, v->vcpu_id, t->first,
+    ctrl_post(d, bd, XEN_BUSPROF_CTRL_start_trap, vcpu, flags, t->first,
               t->last, 0, 0, 0);
 
  out:
@@ -186,9 +193,10 @@ static int start_trap(struct vcpu *v, const struct xen_busprof_trap *t)
     return rc;
 }
 
-static int stop_trap(struct vcpu *v, const struct xen_busprof_trap *t)
+/* Whoever started a trap, the guest or dom0 may stop it. */
+static int trap_remove(struct domain *d, const struct xen_busprof_trap *t,
+                       unsigned int vcpu, unsigned int flags)
 {
-    struct domain *d = v->domain;
     struct busprof_domain *bd = busprof_get(d, false);
     int rc = check_trap(t);
 
@@ -203,7 +211,7 @@ static int stop_trap(struct vcpu *v, const struct xen_busprof_trap *t)
     if ( !rc )
     {
         busprof_host_map_ports(d, bd->ioservid, t->first, t->last, false);
-        ctrl_post(d, bd, XEN_BUSPROF_CTRL_stop_trap, v->vcpu_id, t->first,
+        ctrl_post(d, bd, XEN_BUSPROF_CTRL_stop_trap, vcpu, flags, t->first,
                   t->last, 0, 0, 0);
     }
 
@@ -264,7 +272,7 @@ static int extract(struct vcpu *v, XEN_GUEST_HANDLE_PARAM(void) arg)
         rc = -EAGAIN;
         if ( ctrl_ring_full(bd) )
             goto out;
-        ctrl_post(d, bd, XEN_BUSPROF_CTRL_extract, v->vcpu_id, x.first,
+        ctrl_post(d, bd, XEN_BUSPROF_CTRL_extract, v->vcpu_id, 0, x.first,
                   x.last, x.nr, x.offset, x.snapshot);
         bd->extract.state = BUSPROF_EXTRACT_POSTED;
         bd->extract.seq = bd->ctrl_seq;
@@ -458,8 +466,8 @@ static int policy(struct domain *d, const struct xen_busprof_policy *p,
             }
             busprof_host_map_ports(d, bd->ioservid, t.first, t.last, false);
             busprof_ranges_remove(&bd->traps, t.first, t.last, true);
-            ctrl_post(d, bd, XEN_BUSPROF_CTRL_stop_trap, 0, t.first, t.last,
-                      0, 0, 0);
+            ctrl_post(d, bd, XEN_BUSPROF_CTRL_stop_trap, 0,
+                      XEN_BUSPROF_CTRL_FROM_DOM0, t.first, t.last, 0, 0, 0);
         }
     }
 
@@ -504,7 +512,9 @@ static long dom0_op(struct domain *caller, unsigned int cmd,
         struct xen_busprof_policy policy;
         struct xen_busprof_extract_reply reply;
         struct xen_busprof_query query;
+        struct xen_busprof_dom0_trap trap;
     } u;
+    struct xen_busprof_trap t;
     size_t size;
     struct domain *d;
     int rc;
@@ -518,6 +528,8 @@ static long dom0_op(struct domain *caller, unsigned int cmd,
     case XEN_BUSPROF_policy_revoke: size = sizeof(u.policy); break;
     case XEN_BUSPROF_extract_reply: size = sizeof(u.reply);  break;
     case XEN_BUSPROF_query:         size = sizeof(u.query);  break;
+    case XEN_BUSPROF_trap:
+    case XEN_BUSPROF_untrap:        size = sizeof(u.trap);   break;
     default:
         return -EOPNOTSUPP;
     }
@@ -565,6 +577,16 @@ static long dom0_op(struct domain *caller, unsigned int cmd,
         rc = 0;
         copy_back = true;
         break;
+
+    case XEN_BUSPROF_trap:
+    case XEN_BUSPROF_untrap:
+        t.first = u.trap.first;
+        t.last = u.trap.last;
+        t.flags = u.trap.flags;
+        rc = cmd == XEN_BUSPROF_trap
+             ? trap_add(d, &t, 0, XEN_BUSPROF_CTRL_FROM_DOM0)
+             : trap_remove(d, &t, 0, XEN_BUSPROF_CTRL_FROM_DOM0);
+        break;
     }
 
     busprof_host_put_target(d);
@@ -587,8 +609,9 @@ long busprof_op(struct vcpu *curr, unsigned int cmd,
     case XEN_BUSPROF_stop_trap:
         if ( copy_from_guest(&t, arg, 1) )
             return -EFAULT;
-        return cmd == XEN_BUSPROF_start_trap ? start_trap(curr, &t)
-                                             : stop_trap(curr, &t);
+        return cmd == XEN_BUSPROF_start_trap
+               ? trap_add(curr->domain, &t, curr->vcpu_id, 0)
+               : trap_remove(curr->domain, &t, curr->vcpu_id, 0);
 
     case XEN_BUSPROF_extract:
         return extract(curr, arg);
@@ -673,7 +696,7 @@ void busprof_access_timeout(struct vcpu *v, unsigned int port)
     if ( bd->page )
     {
         bd->page->timeouts++;
-        ctrl_post(d, bd, XEN_BUSPROF_CTRL_timeout, v->vcpu_id, port, port,
+        ctrl_post(d, bd, XEN_BUSPROF_CTRL_timeout, v->vcpu_id, 0, port, port,
                   0, 0, 0);
     }
     detach_locked(d, bd);

@@ -7,7 +7,9 @@
  * domain, which performs the real access, timestamps it and records it.
  *
  * Interface version history (XEN_BUSPROF_INTERFACE_VERSION):
- *  1: initial version.
+ *  1.0 (0x00010000): initial version.
+ *  1.1 (0x00010001): XEN_BUSPROF_trap and XEN_BUSPROF_untrap; the control
+ *       message's pad became flags (XEN_BUSPROF_CTRL_FROM_DOM0).
  * Every 64-bit field sits at a naturally aligned offset and every struct
  * is a multiple of 8 bytes, so the layout is the same for all x86-64
  * compilers without the tools-only uint64_aligned_t.  64-bit guests only.
@@ -28,7 +30,7 @@
 #define __HYPERVISOR_busprof_op           47
 #endif
 
-#define XEN_BUSPROF_INTERFACE_VERSION     0x00010000
+#define XEN_BUSPROF_INTERFACE_VERSION     0x00010001
 
 /*
  * long HYPERVISOR_busprof_op(unsigned int cmd, void *arg);
@@ -213,6 +215,27 @@ struct xen_busprof_query {
 typedef struct xen_busprof_query xen_busprof_query_t;
 
 /*
+ * dom0: trap / untrap the domain's port I/O to [first, last] for it, so that
+ * a guest that never calls busprof can be profiled.  The checks and errors
+ * are those of the guest's start_trap / stop_trap: the range must lie inside
+ * the policy and inside the ports the domain may access at all, a profiler
+ * must be attached, and it must not overlap a trapped range (untrap: it must
+ * equal a trapped range).  There is one table of traps per domain: the guest
+ * and dom0 may each stop a trap the other started, and the control message
+ * says who acted (XEN_BUSPROF_CTRL_FROM_DOM0).  The guest can extract the
+ * records of a dom0-started trap like those of its own.
+ */
+#define XEN_BUSPROF_trap                  22
+#define XEN_BUSPROF_untrap                23
+struct xen_busprof_dom0_trap {
+    domid_t domid;                   /* IN */
+    uint16_t first;                  /* IN */
+    uint16_t last;                   /* IN */
+    uint16_t flags;                  /* IN: must be zero */
+};
+typedef struct xen_busprof_dom0_trap xen_busprof_dom0_trap_t;
+
+/*
  * The busprof page, shared by Xen (writer of everything but ctrl_cons) and
  * the profiler.  Control messages form a single-producer ring; when it is
  * full Xen counts the message in ctrl_lost instead of waiting.
@@ -225,12 +248,19 @@ typedef struct xen_busprof_query xen_busprof_query_t;
                                                completed without the profiler */
 #define XEN_BUSPROF_CTRL_detach           5 /* the profiler was detached */
 
+/*
+ * Control message flags.  FROM_DOM0: dom0 made the change (XEN_BUSPROF_trap,
+ * XEN_BUSPROF_untrap, or a policy_revoke that dropped the trap), not the
+ * guest; vcpu is then 0 and means nothing.
+ */
+#define XEN_BUSPROF_CTRL_FROM_DOM0        (1u << 0)
+
 struct xen_busprof_ctrl_msg {
     uint32_t kind;                   /* XEN_BUSPROF_CTRL_* */
     uint16_t vcpu;
     uint16_t first;
     uint16_t last;
-    uint16_t pad;
+    uint16_t flags;                  /* XEN_BUSPROF_CTRL_* flags */
     uint32_t nr;
     uint64_t tsc;            /* when it happened (see tsc_khz) */
     uint64_t seq;            /* increments per message */
