@@ -1,5 +1,5 @@
 -- SPDX-License-Identifier: GPL-2.0-only
--- busprof trace database, schema version 3.
+-- busprof trace database, schema version 4.
 --
 -- One clock for every time in this file: nanoseconds of dom0's
 -- CLOCK_MONOTONIC (Xen TSC values are converted by the daemon).
@@ -56,17 +56,18 @@ CREATE TABLE IF NOT EXISTS transactions (
 );
 CREATE INDEX IF NOT EXISTS transactions_by_port ON transactions (domid, port);
 
--- Session markers: the guest's trap calls and the dom0 user's commands.
+-- Session markers: trap calls (the guest's own, or dom0's for it) and changes of the session state.
 CREATE TABLE IF NOT EXISTS markers (
     id INTEGER PRIMARY KEY,            -- marker id
     session_id INTEGER NOT NULL REFERENCES sessions(id), -- session it belongs to
     kind TEXT NOT NULL
-        CHECK (kind IN ('start_trap', 'stop_trap', 'extract', 'start', 'pause', 'resume', 'stop')), -- what happened: a guest call (start_trap, stop_trap, extract) or a change of the session state (start, pause, resume, stop)
-    vcpu INTEGER,                      -- guest vCPU that made the call; NULL for dom0 commands
+        CHECK (kind IN ('start_trap', 'stop_trap', 'extract', 'start', 'pause', 'resume', 'stop')), -- what happened: a trap call (start_trap, stop_trap), a guest's extract, or a change of the session state (start, pause, resume, stop)
+    origin TEXT CHECK (origin IN ('guest', 'dom0')), -- who made a start_trap, stop_trap or extract: 'guest' (the guest's own call) or 'dom0' ('busprof trap'/'busprof untrap' for a guest that never calls busprof, or a policy revoke that dropped the trap); NULL for changes of the session state
+    vcpu INTEGER,                      -- guest vCPU that made the call; NULL for dom0's calls and changes of the session state
     port_first INTEGER,                -- first port of the range concerned; NULL if none
     port_last INTEGER,                 -- last port of the range concerned; NULL if none
     t_ns INTEGER NOT NULL,             -- when it happened (ns); Xen's stamp for guest calls
-    cause TEXT                         -- for start/pause/resume/stop: what made it: 'start_trap', 'accesses:N', 'user', 'stop_trap', 'records:N', 'duration', 'signal', 'detached', 'hypervisor_gone', 'shutdown'; NULL for guest calls
+    cause TEXT                         -- for start/pause/resume/stop: what made it: 'start_trap', 'accesses:N', 'user', 'stop_trap', 'records:N', 'duration', 'signal', 'detached', 'hypervisor_gone', 'shutdown'; NULL for trap calls and extracts
 );
 
 -- Things that went wrong or out of the ordinary during a session.

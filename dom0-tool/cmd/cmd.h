@@ -21,6 +21,7 @@ struct Globals {
 using Runner = std::function<int()>;
 void setup_daemon(CLI::App& app, Globals& g, Runner& run);
 void setup_policy(CLI::App& app, Globals& g, Runner& run);
+void setup_trap(CLI::App& app, Globals& g, Runner& run); // trap untrap
 void setup_sessions(CLI::App& app, Globals& g, Runner& run);
 void setup_control(CLI::App& app, Globals& g, Runner& run); // pause resume stop rearm status
 void setup_stats(CLI::App& app, Globals& g, Runner& run);

@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
     Runner run;
     setup_daemon(app, g, run);
     setup_policy(app, g, run);
+    setup_trap(app, g, run);
     setup_sessions(app, g, run);
     setup_control(app, g, run);
     setup_stats(app, g, run);

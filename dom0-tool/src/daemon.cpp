@@ -245,7 +245,7 @@ void Daemon::transition(const char* kind, const std::string& cause, uint64_t now
         kind = session_.state() == SessionState::profiling ? "start"
                : session_.state() == SessionState::stopped ? "stop"
                                                            : "pause";
-    writer_->add_marker({session_ord_, kind, -1, -1, -1, now, cause});
+    writer_->add_marker({session_ord_, kind, -1, -1, -1, now, cause, {}});
     publish();
 }
 
@@ -313,7 +313,11 @@ static bool covers(const std::vector<std::pair<uint16_t, uint16_t>>& rs, unsigne
 
 void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
     uint64_t t = to_ns(m.tsc);
-    int vcpu = m.vcpu;
+    // dom0's trap calls (busprof trap/untrap, a revoke) name no vCPU; a
+    // Xen of interface 1.0 sends zero flags, which is the guest's.
+    const bool by_dom0 = m.flags & XEN_BUSPROF_CTRL_FROM_DOM0;
+    const int vcpu = by_dom0 ? -1 : m.vcpu;
+    const std::string origin = by_dom0 ? "dom0" : "guest";
     switch (m.kind) {
     case XEN_BUSPROF_CTRL_start_trap: {
         // Granted before the marker: Xen routes accesses to the range from
@@ -322,7 +326,8 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
         if (grant(r, t))
             traps_.push_back(r);
         counters_.notes_dropped +=
-            !writer_->add_marker({session_ord_, "start_trap", vcpu, m.first, m.last, t, {}}, true);
+            !writer_->add_marker({session_ord_, "start_trap", vcpu, m.first, m.last, t, {}, origin},
+                                 !by_dom0);
         if (session_.on_start_trap(t))
             transition(nullptr, "start_trap", t);
         break;
@@ -336,7 +341,8 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
         // The bus permission stays until the end: an access Xen routed
         // before the stop may still be in another vCPU's slot.
         counters_.notes_dropped +=
-            !writer_->add_marker({session_ord_, "stop_trap", vcpu, m.first, m.last, t, {}}, true);
+            !writer_->add_marker({session_ord_, "stop_trap", vcpu, m.first, m.last, t, {}, origin},
+                                 !by_dom0);
         if (traps_.empty() && session_.on_last_stop_trap(t))
             transition(nullptr, "stop_trap", t);
         break;
@@ -347,7 +353,8 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
         // resumed from each access before it could ask.
         finalize_all(false);
         counters_.notes_dropped +=
-            !writer_->add_marker({session_ord_, "extract", vcpu, m.first, m.last, t, {}}, true);
+            !writer_->add_marker({session_ord_, "extract", vcpu, m.first, m.last, t, {}, origin},
+                                 true);
         writer_->request_extract({session_ord_, dom_.domid, m});
         break;
 

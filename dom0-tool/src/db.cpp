@@ -26,7 +26,7 @@ Db Db::open(const std::string& path, bool writable) {
     // busprof's mark in the SQLite header ("BPrf"), and the schema version
     // this busprof writes (PRAGMA user_version; schema/busprof.sql).
     constexpr int64_t kApplicationId = 0x42507266;
-    constexpr int64_t kSchemaVersion = 3;
+    constexpr int64_t kSchemaVersion = 4;
 
     if (path.empty())
         throw UserError("no trace DB path given", "pass --db FILE");
@@ -431,13 +431,14 @@ void Writer::apply_note(Note& n, std::vector<int64_t>& rows,
         rows[n.session] = sqlite3_last_insert_rowid(db_.get());
     } else if (auto* m = std::get_if<Marker>(&n.body)) {
         Stmt mk(db_.get(), "INSERT INTO markers (session_id, kind, vcpu, port_first, port_last,"
-                           " t_ns, cause) VALUES (?,?,?,?,?,?,?)");
+                           " t_ns, cause, origin) VALUES (?,?,?,?,?,?,?,?)");
         mk.bind(1, row_of(n.session, rows)).bind(2, m->kind);
         m->vcpu < 0 ? mk.bind_null(3) : mk.bind(3, m->vcpu);
         m->port_first < 0 ? mk.bind_null(4) : mk.bind(4, m->port_first);
         m->port_last < 0 ? mk.bind_null(5) : mk.bind(5, m->port_last);
         mk.bind(6, static_cast<int64_t>(m->t_ns));
         m->cause.empty() ? mk.bind_null(7) : mk.bind(7, m->cause);
+        m->origin.empty() ? mk.bind_null(8) : mk.bind(8, m->origin);
         mk.step();
     } else if (auto* e = std::get_if<Event>(&n.body)) {
         Stmt ev(db_.get(), "INSERT INTO events (session_id, kind, t_ns, detail) VALUES (?,?,?,?)");

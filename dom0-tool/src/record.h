@@ -63,7 +63,8 @@ struct Marker {
     int vcpu;                  // -1: none
     int port_first, port_last; // -1: none
     uint64_t t_ns;
-    std::string cause; // start/stop/pause/resume: what made it; empty: none
+    std::string cause;  // start/stop/pause/resume: what made it; empty: none
+    std::string origin; // trap calls and extracts: "guest" or "dom0"; empty: none
 };
 
 struct Event {

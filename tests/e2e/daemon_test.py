@@ -431,6 +431,83 @@ def skewed_clocks_are_flagged_not_hidden(rig):
             rig.close()
 
 
+# ---------------------------------------------------------- unmodified guests
+
+def plain_guest(rig, iterations):
+    """porttest (the system test's program: ioperm, outb/inb, no busprof) on
+    the simulator's UART, under libbusprof-simcpu.so as its virtual CPU."""
+    env = dict(os.environ, BUSPROF_SIM_SOCKET=rig.sim_sock, BUSPROF_SIM_DOMID="1",
+               LD_PRELOAD=rig.exe("guest-lib/libbusprof-simcpu.so"),
+               # a sanitizer build: its runtime need not come first
+               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+    r = subprocess.run([rig.exe("tests/e2e/busprof_porttest"), str(iterations), "0x3f8"],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0 and "SCRATCH-OK" in r.stdout, r.stdout + r.stderr
+    return 2 + 2 * 8 + 2 * iterations + 1  # LSR and scratch, fixed pairs, pairs, restore
+
+
+def dom0_traps_an_unmodified_guest(rig):
+    """dom0 traps the UART of a guest program that never calls busprof:
+    every access it makes is served and recorded, the markers say dom0 set
+    and removed the trap, the guest can still extract the records, and the
+    same checks as the guest's own start_trap bound what dom0 may trap."""
+    args = ("--sim-socket", rig.sim_sock)
+    # 0x2f8-0x2ff: in the policy, but the domain may not access it.
+    rig.policy("0x3f8-0x3ff,0x70-0x71,0x2f8-0x2ff")
+    # No profiler yet: refused, and it says what to do.
+    r = rig.busprof("trap", DOMAIN, "--ports", "0x3f8-0x3ff", *args, check=False)
+    assert r.returncode == 1 and "no profiler is attached" in r.stderr, r.stderr
+    rig.start_daemon()
+    for ports, why in (("0x300-0x30f", "outside its trap policy"),   # allowed to the guest only
+                       ("0x2f8-0x2ff", "the ports the domain may access"),  # Xen refuses
+                       ("0x3f0-0x3ff", "outside its trap policy")):  # straddles the policy
+        r = rig.busprof("trap", DOMAIN, "--ports", ports, *args, check=False)
+        assert r.returncode == 1 and why in r.stderr and "HINT:" in r.stderr, (ports, r.stderr)
+    # All or nothing: the CMOS range is fine, the second is not: refused
+    # before anything is trapped when the policy shows it, untrapped again
+    # when only Xen knows (the domain's I/O permission).
+    for second in ("0x300-0x301", "0x2f8-0x2f9"):
+        r = rig.busprof("trap", DOMAIN, "--ports", "0x70-0x71," + second, *args, check=False)
+        assert r.returncode == 1, r.stderr
+        out = rig.busprof("policy", DOMAIN, *args).stdout
+        assert re.search(r"traps:\s+\(none\)", out), out
+
+    r = rig.busprof("trap", DOMAIN, "--ports", "0x3f8-0x3ff", *args)
+    assert "traps: 0x3f8-0x3ff" in r.stdout, r.stdout
+    r = rig.busprof("trap", DOMAIN, "--ports", "0x3fc-0x3ff", *args, check=False)
+    assert r.returncode == 1 and "overlap" in r.stderr, r.stderr
+    made = plain_guest(rig, 50)
+    # The guest finds the range trapped, and gets dom0's records back.
+    g = rig.sim_guest("extract", "0x3f8", "0x3ff")
+    assert g.returncode == 0 and f"EXTRACT {made} records" in g.stdout, g.stdout + g.stderr
+    r = rig.busprof("untrap", DOMAIN, "--ports", "0x3f8-0x3fb", *args, check=False)
+    assert r.returncode == 1 and "not a trapped range" in r.stderr, r.stderr
+    r = rig.busprof("untrap", DOMAIN, "--ports", "0x3f8-0x3ff", *args)
+    assert "traps: (none)" in r.stdout, r.stdout
+    plain_guest(rig, 20)  # untrapped: the same device, not recorded
+    rig.stop_daemon()
+
+    rows = query(rig.db, "SELECT port, dir, value, status, vcpu, rip FROM transactions"
+                         " ORDER BY id")
+    assert len(rows) == made, (len(rows), made)
+    assert {r[0] for r in rows} == {0x3fd, 0x3ff} and {r[3] for r in rows} == {"ok"}, rows[:4]
+    assert all(r[5] != 0 for r in rows), "a row without the guest's RIP"
+    # Each value written to the scratch register is read back by the next access.
+    scratch = [(d, v) for p, d, v, *_ in rows if p == 0x3ff]
+    pairs = [(a, b) for a, b in zip(scratch, scratch[1:]) if a[0] == "out" and b[0] == "in"]
+    assert len(pairs) == 8 + 50 and all(a[1] == b[1] for a, b in pairs), pairs[:3]
+    # The guest's extract calls in between.
+    marks = query(rig.db, "SELECT kind, origin, vcpu, port_first, port_last FROM markers"
+                          " WHERE kind IN ('start_trap', 'stop_trap', 'extract')"
+                          " AND port_first = 0x3f8 ORDER BY id")
+    assert marks[0] == ("start_trap", "dom0", None, 0x3f8, 0x3ff), marks
+    assert marks[-1] == ("stop_trap", "dom0", None, 0x3f8, 0x3ff), marks
+    assert set(marks[1:-1]) == {("extract", "guest", 0, 0x3f8, 0x3ff)}, marks
+    # The rolled-back CMOS trap happened, and says so.
+    cmos = query(rig.db, "SELECT kind, origin FROM markers WHERE port_first = 0x70 ORDER BY id")
+    assert cmos == [("start_trap", "dom0"), ("stop_trap", "dom0")], cmos
+
+
 CASES = {f.__name__: f for f in [
     every_routed_access_is_recorded, lost_control_messages_cost_no_access,
     timed_out_access_says_what_guest_got, guest_never_waits_on_a_locked_db,
@@ -438,7 +515,8 @@ CASES = {f.__name__: f for f in [
     hypervisor_gone_ends_session, killed_daemon_session_is_aborted,
     clients_that_leave_early_kill_nothing, start_after_skips_exactly_n, duration_stops_recording,
     stop_on_stop_trap_stops_at_the_first_stop, pause_under_live_traffic_loses_nothing,
-    two_domains_into_one_db, skewed_clocks_are_flagged_not_hidden]}
+    two_domains_into_one_db, skewed_clocks_are_flagged_not_hidden,
+    dom0_traps_an_unmodified_guest]}
 
 
 def main():

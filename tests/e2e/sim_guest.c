@@ -7,6 +7,8 @@
  *   strings                INS/OUTS, with and without REP and DF, on 0x300
  *   threads N ROUNDS       start and join N threads doing port I/O, ROUNDS times
  *   two-handles            bp_close of one handle, then the other one's access
+ *   extract FIRST LAST     the guest's records of ports FIRST-LAST: a count,
+ *                          then one "port dir value" line per record
  */
 #include <busprof/busprof.h>
 
@@ -170,6 +172,33 @@ static int two_handles(void)
     return 0;
 }
 
+static int extract(unsigned int first, unsigned int last)
+{
+    bp_handle *h = open_or_die();
+    struct bp_record probe, *recs;
+    size_t needed = 0;
+    ssize_t n, i;
+
+    n = bp_extract(h, first, last, &probe, 1, &needed);
+    if ( n < 0 && errno != ENOBUFS )
+        check(-1, "bp_extract");
+    if ( n >= 0 )
+        needed = (size_t)n;
+    recs = calloc(needed ? needed : 1, sizeof(*recs));
+    if ( !recs )
+        check(-1, "calloc");
+    n = bp_extract(h, first, last, recs, needed, NULL);
+    if ( n < 0 )
+        check(-1, "bp_extract");
+    printf("EXTRACT %zd records\n", n);
+    for ( i = 0; i < n; i++ )
+        printf("0x%x %s 0x%x\n", recs[i].port,
+               recs[i].dir == BP_DIR_IN ? "in" : "out", recs[i].value);
+    free(recs);
+    bp_close(h);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
@@ -182,7 +211,10 @@ int main(int argc, char **argv)
         return threads(atoi(argv[2]), atoi(argv[3]));
     if ( !strcmp(c, "two-handles") )
         return two_handles();
+    if ( !strcmp(c, "extract") && argc == 4 )
+        return extract((unsigned int)strtoul(argv[2], NULL, 0),
+                       (unsigned int)strtoul(argv[3], NULL, 0));
     fprintf(stderr, "usage: sim_guest passthrough|strings|threads N ROUNDS|"
-            "two-handles\n");
+            "two-handles|extract FIRST LAST\n");
     return 2;
 }

@@ -88,7 +88,7 @@ TEST_F(WriterTest, RecordsAndMarkersLandInTheirSession) {
     Writer w(db_, 1024);
     uint32_t a = w.begin_session(row());
     w.push(rec(a, 0x70, 1));
-    w.add_marker({a, "stop", -1, -1, -1, 50, "user"});
+    w.add_marker({a, "stop", -1, -1, -1, 50, "user", {}});
     uint32_t b = w.begin_session(row("configured"));
     w.push(rec(b, 0x71, 2));
     w.push(rec(b, 0x71, 3));
@@ -180,8 +180,8 @@ TEST_F(WriterTest, ALockedDbBlocksNoProducerAndLosesNothing) {
         ASSERT_TRUE(w.push(rec(s, 0x3ff, i)));
     int refused = 0;
     for (int i = 0; i < 10; i++)
-        refused += !w.add_marker({s, "start_trap", 0, 0x3f8, 0x3ff, 60, {}}, true);
-    EXPECT_TRUE(w.add_marker({s, "pause", -1, -1, -1, 70, "user"})); // dom0's: never refused
+        refused += !w.add_marker({s, "start_trap", 0, 0x3f8, 0x3ff, 60, {}, "guest"}, true);
+    EXPECT_TRUE(w.add_marker({s, "pause", -1, -1, -1, 70, "user", {}})); // dom0's: never refused
     auto took = std::chrono::steady_clock::now() - t0;
     EXPECT_LT(took, std::chrono::milliseconds(100));
     EXPECT_GE(refused, 5); // at most 4 queued; the writer may hold one batch

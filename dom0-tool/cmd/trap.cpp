@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// busprof trap|untrap DOMAIN --ports RANGES: dom0 starts and stops the traps of
+// a guest that never calls busprof (XEN_BUSPROF_trap/untrap, interface 1.1).
+#include "cmd.h"
+#include "error.h"
+#include "hv.h"
+#include "ranges.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace busprof {
+
+namespace {
+
+std::string range_text(const PortRange& r) {
+    char buf[32];
+    if (r.first == r.last)
+        std::snprintf(buf, sizeof(buf), "0x%x", r.first);
+    else
+        std::snprintf(buf, sizeof(buf), "0x%x-0x%x", r.first, r.last);
+    return buf;
+}
+
+long dom0_trap(Hypervisor& hv, unsigned cmd, domid_t domid, const PortRange& r) {
+    xen_busprof_dom0_trap t{};
+    t.domid = domid;
+    t.first = r.first;
+    t.last = r.last;
+    return hv.op(cmd, &t, sizeof(t));
+}
+
+[[noreturn]] void refused(bool trap, const DomainInfo& d, const PortRange& r, long rc) {
+    std::string what = std::string(trap ? "cannot trap" : "cannot untrap") + " ports " +
+                       range_text(r) + " of " + d.name + ": ";
+    std::string list = "'busprof policy " + d.name + "' lists the policy and the traps";
+    switch (-rc) {
+    case EPERM:
+        throw UserError(what + "outside its trap policy or outside the ports the domain may access",
+                        list + "; allow them with 'busprof policy " + d.name +
+                            " --allow RANGES' (the domain itself needs I/O permission for "
+                            "them, e.g. xl's ioports=)");
+    case ENXIO:
+        throw UserError(what + "no profiler is attached to it",
+                        "start 'busprof daemon " + d.name +
+                            "' first; its traps go when the profiler detaches");
+    case EEXIST:
+        throw UserError(what + "they overlap a range that is trapped already",
+                        list + "; untrap that range first");
+    case ENOENT:
+        throw UserError(what + "that is not a trapped range",
+                        "untrap exactly a range that 'busprof trap' or the guest trapped; " + list);
+    case ENOSPC:
+        throw UserError(what + "at most 16 ranges can be trapped per domain", list);
+    case EOPNOTSUPP:
+        throw UserError(what + "the hypervisor does not let dom0 set traps",
+                        "that needs busprof's Xen patches of interface 1.1 or later");
+    default:
+        throw UserError(what + op_error(rc));
+    }
+}
+
+void print_traps(Hypervisor& hv, const DomainInfo& d) {
+    xen_busprof_query q{};
+    q.domid = d.domid;
+    long rc = hv.op(XEN_BUSPROF_query, &q, sizeof(q));
+    if (rc < 0)
+        throw UserError("cannot read the traps of " + d.name + ": " + op_error(rc));
+    std::printf("domain %s (id %u): traps:", d.name.c_str(), d.domid);
+    for (unsigned i = 0; i < q.nr_traps && i < XEN_BUSPROF_MAX_RANGES; i++)
+        std::printf(" 0x%x-0x%x", q.traps[i].first, q.traps[i].last);
+    std::printf(q.nr_traps ? "\n" : " (none)\n");
+}
+
+void setup_one(CLI::App& app, Globals& g, Runner& run, bool trap) {
+    auto* c = app.add_subcommand(
+        trap ? "trap" : "untrap",
+        trap ? "trap a guest's port I/O to ranges for it, as if it had called start_trap"
+             : "stop traps that 'busprof trap' (or the guest) started");
+    auto domain = std::make_shared<std::string>();
+    auto ports = std::make_shared<std::vector<std::string>>();
+    c->add_option("domain", *domain, "guest domain, by name or id")
+        ->required()
+        ->check(non_empty("domain"));
+    c->add_option("--ports", *ports, "port ranges, e.g. 0x2f8-0x2ff,0x70-0x71")->required();
+    c->add_option("--backend", g.backend, "hypervisor: sim or xen")
+        ->check(CLI::IsMember({"sim", "xen"}));
+    c->add_option("--sim-socket", g.sim_socket, "socket of the simulated hypervisor");
+    c->callback([&g, &run, domain, ports, trap] {
+        // Every range is checked before the hypervisor is asked anything.
+        std::vector<PortRange> ranges;
+        for (auto& spec : *ports)
+            for (auto r : parse_port_ranges(spec))
+                ranges.push_back(r);
+        run = [&g, domain, ranges, trap] {
+            auto hv = make_hypervisor(g.backend, g.sim_socket);
+            DomainInfo d = hv->lookup(*domain);
+            // All or nothing: what Xen's table shows is checked for every
+            // range before any is asked for, so that a bad range does not
+            // leave the ones before it trapped (and their markers, and a
+            // session started by them) behind.
+            xen_busprof_query q{};
+            q.domid = d.domid;
+            long qrc = hv->op(XEN_BUSPROF_query, &q, sizeof(q));
+            if (qrc < 0)
+                throw UserError("cannot read the traps of " + d.name + ": " + op_error(qrc));
+            unsigned nr_traps = std::min<unsigned>(q.nr_traps, XEN_BUSPROF_MAX_RANGES);
+            unsigned nr_policy = std::min<unsigned>(q.nr_policy, XEN_BUSPROF_MAX_RANGES);
+            auto covered = [&](const PortRange& r) {
+                unsigned next = r.first; // policy entries are sorted and disjoint
+                for (unsigned i = 0; i < nr_policy; i++)
+                    if (q.policy[i].first <= next && next <= q.policy[i].last) {
+                        if (q.policy[i].last >= r.last)
+                            return true;
+                        next = q.policy[i].last + 1u;
+                    }
+                return false;
+            };
+            for (size_t k = 0; k < ranges.size(); k++) {
+                const PortRange& r = ranges[k];
+                bool exact = false, overlap = false;
+                for (unsigned i = 0; i < nr_traps; i++) {
+                    exact |= q.traps[i].first == r.first && q.traps[i].last == r.last;
+                    overlap |= q.traps[i].first <= r.last && r.first <= q.traps[i].last;
+                }
+                for (size_t j = 0; j < k; j++)
+                    overlap |= ranges[j].first <= r.last && r.first <= ranges[j].last;
+                if (!trap && !exact)
+                    refused(false, d, r, -ENOENT);
+                if (trap && !covered(r))
+                    refused(true, d, r, -EPERM);
+                if (trap && !q.attached)
+                    refused(true, d, r, -ENXIO);
+                if (trap && overlap)
+                    refused(true, d, r, -EEXIST);
+            }
+            if (trap && nr_traps + ranges.size() > XEN_BUSPROF_MAX_RANGES)
+                refused(true, d, ranges.back(), -ENOSPC);
+            for (size_t i = 0; i < ranges.size(); i++) {
+                long rc = dom0_trap(*hv, trap ? XEN_BUSPROF_trap : XEN_BUSPROF_untrap, d.domid,
+                                    ranges[i]);
+                if (rc >= 0)
+                    continue;
+                // Xen's own checks found more (the domain's I/O permission,
+                // or the guest changed its traps since the query): the traps
+                // this call set go again.
+                if (trap)
+                    for (size_t j = 0; j < i; j++)
+                        dom0_trap(*hv, XEN_BUSPROF_untrap, d.domid, ranges[j]);
+                refused(trap, d, ranges[i], rc);
+            }
+            print_traps(*hv, d);
+            return EXIT_SUCCESS;
+        };
+    });
+}
+
+} // namespace
+
+void setup_trap(CLI::App& app, Globals& g, Runner& run) {
+    setup_one(app, g, run, true);
+    setup_one(app, g, run, false);
+}
+
+} // namespace busprof
