@@ -1,7 +1,20 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0-only
-# busprof system test, guest side: two refused traps, then the example driver.
+# busprof system test, guest side: an unmodified program under dom0's trap,
+# then two refused traps and the example driver.
 export PATH=/busprof/bin:$PATH
+# porttest knows nothing of busprof (ioperm, outb/inb); dom0 trapped COM2 for
+# this guest before it started (busprof trap).
+porttest 100 0x2f8
+# COM2 stays dom0's until dom0 untraps it, after it ended porttest's session;
+# until then a trap of it is refused with EEXIST.
+n=0
+while busprof-trap-probe 0x2f8 0x2ff | grep -q EEXIST; do
+    n=$((n + 1))
+    [ $n -ge 600 ] && { echo "COM2 still trapped by dom0 after 120 s"; break; }
+    sleep 0.2
+done
+echo "COM2 handed back by dom0 after $n probes"
 busprof-trap-probe 0x3e8 0x3ef    # the guest may use it, dom0's policy does not allow it
 busprof-trap-probe 0x3f8 0x3ff    # the policy allows it, the guest was never granted it
 busprof-example-driver -u 0x2f8 -n 100

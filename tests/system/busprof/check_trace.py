@@ -11,12 +11,20 @@ Exit 0 only if, for every guest:
     (t_trap_ns, t_resume_ns) are set and ordered around the daemon's bus stamps, or
     flagged clock_skewed when they are not (never flagged when they are), and a
     guest RIP; the session's clock_skew_ns is the largest contradiction;
-  - bp_extract returned as many records as the DB holds for the range.
+  - bp_extract returned as many records as the DB holds for the range;
+  - porttest, which never calls busprof, ran first under the COM2 trap dom0 set
+    (busprof trap): its session holds exactly its 2 + 2 * (8 + 100) + 1 accesses,
+    each ok with a user-space RIP, every value written read back by the next
+    access; its markers say dom0 trapped and untrapped COM2 (origin 'dom0', no vCPU)
+    and the driver's say the guest trapped (origin 'guest').
 """
 import os
 import re
 import sqlite3
 import sys
+
+PLAIN_PAIRS = 8 + 100                   # porttest 100: its fixed values, then 100
+PLAIN_ACCESSES = 2 + 2 * PLAIN_PAIRS + 1  # LSR and scratch first, the restore last
 
 
 def check_guest(db, outdir, name):
@@ -28,6 +36,8 @@ def check_guest(db, outdir, name):
     for probe, why in (("0x3e8-0x3ef", "not in the policy"), ("0x3f8-0x3ff", "never granted")):
         if not re.search(rf"TRAP {probe}: EPERM", log):
             problems.append(f"trap of {probe} ({why}) was not refused with EPERM")
+    if not re.search(rf"^SCRATCH-OK {PLAIN_PAIRS} write/read pairs on port 0x2ff", log, re.M):
+        problems.append("porttest (unmodified, under dom0's trap) did not report SCRATCH-OK")
     if not re.search(r"SCRATCH OK: (\d+) of \1 values read back equal", log):
         problems.append("scratch register values did not round-trip")
     if "DRIVER OK" not in log:
@@ -48,8 +58,25 @@ def check_guest(db, outdir, name):
         problems.append(f"bp_extract returned {extracted} records, the DB has {n}")
     if n == 0:
         problems.append("no transactions recorded")
-    # Xen's stamps and the daemon's come from two clocks (README, "Clock skew
-    # between Xen's CPUs"): a row out of order must say so, and only such a row.
+    problems += check_stamps(db, sid)
+    other = q("SELECT count(*) FROM transactions WHERE session_id = ? AND (domid != "
+              f"{int(domid)} OR vcpu != 0 OR rip = 0 OR status != 'ok')")[0]
+    if other:
+        problems.append(f"{other} transactions with a wrong domid or vCPU, no RIP or not ok")
+    plain_problems, plain_sid = check_plain(db, sid, domid)
+    problems += plain_problems
+    if plain_sid is not None:
+        problems += [f"porttest's session: {p}" for p in check_stamps(db, plain_sid)]
+    return problems, [(name, domid) + figures(db, sid)] + \
+        ([(name + "/plain", domid) + figures(db, plain_sid)] if plain_sid is not None else [])
+
+
+def check_stamps(db, sid):
+    """Xen's stamps and the daemon's come from two clocks (README, "Clock skew
+    between Xen's CPUs"): a row out of order must say so, and only such a row;
+    the session's clock_skew_ns is its worst row's contradiction."""
+    problems = []
+    q = lambda sql: db.execute(sql, (sid,)).fetchone()
     ordered = ("(t_trap_ns <= t_bus_begin_ns AND t_bus_begin_ns <= t_bus_end_ns"
                " AND t_bus_end_ns <= t_resume_ns)")
     bad = q("SELECT count(*) FROM transactions WHERE session_id = ? AND (t_trap_ns = 0 OR"
@@ -57,24 +84,67 @@ def check_guest(db, outdir, name):
     if bad:
         problems.append(f"{bad} transactions without Xen stamps, or out of order and not"
                         " flagged clock_skewed, or flagged and in order")
-    skewed, worst = q("SELECT count(*), max(max(t_trap_ns - t_bus_begin_ns,"
-                      " t_bus_end_ns - t_resume_ns)) FROM transactions"
-                      " WHERE session_id = ? AND clock_skewed = 1")
+    worst = q("SELECT max(max(t_trap_ns - t_bus_begin_ns, t_bus_end_ns - t_resume_ns))"
+              " FROM transactions WHERE session_id = ? AND clock_skewed = 1")[0]
     session_skew = q("SELECT clock_skew_ns FROM sessions WHERE id = ?")[0]
     if (worst or 0) != session_skew:
         problems.append(f"the session's clock_skew_ns is {session_skew}, its worst row {worst or 0}")
-    other = q("SELECT count(*) FROM transactions WHERE session_id = ? AND (domid != "
-              f"{int(domid)} OR vcpu != 0 OR rip = 0 OR status != 'ok')")[0]
-    if other:
-        problems.append(f"{other} transactions with a wrong domid or vCPU, no RIP or not ok")
+    return problems
+
+
+def figures(db, sid):
+    """transactions, p50 bus ns, p50 overhead ns (rows whose clocks agree),
+    clock-skewed rows, the session's clock_skew_ns"""
+    q = lambda sql: db.execute(sql, (sid,)).fetchone()
     stats = q("""WITH t AS (SELECT t_bus_end_ns - t_bus_begin_ns AS bus,
                                   CASE WHEN clock_skewed = 0 THEN
                                   (t_resume_ns - t_trap_ns) - (t_bus_end_ns - t_bus_begin_ns) END AS ovh
                            FROM transactions WHERE session_id = ?),
                       o AS (SELECT ovh FROM t WHERE ovh IS NOT NULL)
-                 SELECT (SELECT bus FROM t ORDER BY bus LIMIT 1 OFFSET (SELECT count(*) / 2 FROM t)),
+                 SELECT (SELECT count(*) FROM t),
+                        (SELECT bus FROM t ORDER BY bus LIMIT 1 OFFSET (SELECT count(*) / 2 FROM t)),
                         (SELECT ovh FROM o ORDER BY ovh LIMIT 1 OFFSET (SELECT count(*) / 2 FROM o))""")
-    return problems, (domid, n, stats[0], stats[1], skewed, session_skew)
+    skewed = q("SELECT count(*) FROM transactions WHERE session_id = ? AND clock_skewed = 1")[0]
+    return tuple(stats) + (skewed, q("SELECT clock_skew_ns FROM sessions WHERE id = ?")[0])
+
+
+def check_plain(db, driver_sid, domid):
+    """The session of the unmodified porttest: the one before the driver's,
+    started by dom0's trap of COM2."""
+    problems = []
+    row = db.execute("SELECT session_id FROM markers WHERE kind = 'start_trap' AND origin = 'dom0'"
+                     " AND port_first = 760 AND port_last = 767 AND session_id < ?"
+                     " AND session_id IN (SELECT id FROM sessions WHERE domid = ?)"
+                     " ORDER BY id DESC", (driver_sid, domid)).fetchone()
+    if not row:
+        return ["no session started by dom0's trap of COM2 (busprof trap)"], None
+    sid = row[0]
+    rows = db.execute("SELECT port, dir, value, status, vcpu, rip FROM transactions"
+                      " WHERE session_id = ? ORDER BY id", (sid,)).fetchall()
+    if len(rows) != PLAIN_ACCESSES:
+        problems.append(f"porttest's session {sid} has {len(rows)} transactions,"
+                        f" porttest made {PLAIN_ACCESSES}")
+    bad = [r for r in rows if r[0] not in (0x2fd, 0x2ff) or r[3] != "ok" or r[4] != 0
+           or not 0 < r[5] < 0x800000000000]
+    if bad:
+        problems.append(f"{len(bad)} of porttest's transactions on another port, not ok, on"
+                        f" another vCPU or without a user-space RIP, e.g. {bad[0]}")
+    scratch = [(d, v) for p, d, v, *_ in rows if p == 0x2ff]
+    pairs = [(a[1], b[1]) for a, b in zip(scratch, scratch[1:]) if a[0] == "out" and b[0] == "in"]
+    if len(pairs) != PLAIN_PAIRS or any(w != r for w, r in pairs):
+        problems.append(f"porttest's scratch register: {len(pairs)} write/read pairs recorded,"
+                        f" {sum(w != r for w, r in pairs)} read back another value")
+    marks = db.execute("SELECT session_id, kind, origin, vcpu FROM markers"
+                       " WHERE kind IN ('start_trap', 'stop_trap') AND session_id IN (?, ?)"
+                       " AND port_first = 760 ORDER BY id", (sid, driver_sid)).fetchall()
+    dom0 = [m for m in marks if m[2] == "dom0"]
+    if [(m[1], m[3]) for m in dom0] != [("start_trap", None), ("stop_trap", None)] \
+            or dom0[0][0] != sid:
+        problems.append(f"dom0's trap and untrap of COM2 are not marked as dom0's: {dom0}")
+    if not any(m[0] == driver_sid and m[1] == "start_trap" and m[2] == "guest" and m[3] == 0
+               for m in marks):
+        problems.append("the driver's start_trap of COM2 is not marked as the guest's")
+    return problems, sid
 
 
 def main():
@@ -88,13 +158,12 @@ def main():
     failed = 0 if ok else 1
     if not ok:
         print("system-test: FAIL: the trace DB fails PRAGMA integrity_check")
-    print(f"{'guest':<10} {'domid':>5} {'transactions':>12} {'p50 bus ns':>11} {'p50 overhead ns':>16}"
-          f" {'clock-skewed':>12} {'max skew ns':>11}")
+    print(f"{'session':<16} {'domid':>5} {'transactions':>12} {'p50 bus ns':>11}"
+          f" {'p50 overhead ns':>16} {'clock-skewed':>12} {'max skew ns':>11}")
     for name in names:
-        problems, figures = check_guest(db, outdir, name)
-        if figures:
-            d, n, bus, ovh, skewed, skew = figures
-            print(f"{name:<10} {d:>5} {n:>12} {bus if bus is not None else '-':>11} "
+        problems, lines = check_guest(db, outdir, name)
+        for label, d, n, bus, ovh, skewed, skew in lines or []:
+            print(f"{label:<16} {d:>5} {n:>12} {bus if bus is not None else '-':>11} "
                   f"{ovh if ovh is not None else '-':>16} {skewed:>12} {skew:>11}")
         for p in problems:
             print(f"system-test: FAIL {name}: {p}")

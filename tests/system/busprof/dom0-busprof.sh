@@ -2,11 +2,18 @@
 # SPDX-License-Identifier: GPL-2.0-only
 # busprof system test, dom0 side (/busprof/dom0-test.sh): for each guest type,
 # create the guest paused, allow it COM2 (and COM1, which it was never granted),
-# attach `busprof daemon --backend xen --bus port`, run the guest, stop the daemon.
+# attach `busprof daemon --backend xen --bus port`, trap COM2 for the guest
+# (`busprof trap`), run the guest, stop the daemon.
+# The guest first runs porttest, a program that knows nothing of busprof, under
+# dom0's trap.  Once its console says it is done, dom0 ends that session, starts
+# the next (`busprof stop`, `busprof rearm`) and hands COM2 back (`busprof
+# untrap`); the guest waits for that, then runs the example driver, which traps
+# COM2 itself.
 . /busprof/lib-dom0.sh
 
 DB=$BUSPROF_RESULTS/trace.db
 POLICY=0x2f8-0x2ff,0x3f8-0x3ff
+PLAIN_PORTS=0x2f8-0x2ff                 # what dom0 traps for the unmodified program
 # The guest may touch COM2 and 0x3e8-0x3ef; the policy allows COM2 and COM1.
 IOPORTS='ioports=["2f8-2ff","3e8-3ef"]'
 GUEST_RUN='busprof.run=busprof-guest.sh'
@@ -19,11 +26,29 @@ if grep -qw 'busprof.attachonly=1' /proc/cmdline; then
     GUEST_RUN='busprof.run=porttest busprof.args=1000'
     export BUSPROF_MAP_IOPORTS=1
     export BUSPROF_SUCCESS_RE='^SCRATCH-OK'
+    ATTACH_ONLY=1
 fi
 mkdir -p /run/busprof
 rc=0
 
-attach_daemon() {   # NAME DOMID: runs while the guest is paused
+# plain_phase NAME LOG: in the background while the guest runs.  When the
+# unmodified porttest has finished under dom0's trap, ends its session, starts
+# the next one and untraps COM2, which lets the guest go on to the driver.
+plain_phase() {
+    local name=$1 log=$2 sock=/run/busprof/$1.sock out=$BUSPROF_RESULTS/$1.trap.log i
+    for i in $(seq 480); do
+        grep -q '^SCRATCH-\(OK\|FAIL\)' "$log" 2>/dev/null && break
+        sleep 0.5
+    done
+    {
+        bp_t "porttest of $name done (or 240 s passed): stop, rearm, untrap"
+        busprof stop --socket "$sock" && busprof rearm --socket "$sock" &&
+            busprof untrap "$name" --backend xen --ports "$PLAIN_PORTS"
+        echo "plain phase rc=$?"
+    } >> "$out" 2>&1
+}
+
+attach_daemon() {   # NAME DOMID TYPE: runs while the guest is paused
     local name=$1 sock=/run/busprof/$1.sock
     bp_t "busprof policy $name"
     busprof policy "$name" --backend xen --allow "$POLICY" \
@@ -33,14 +58,29 @@ attach_daemon() {   # NAME DOMID: runs while the guest is paused
         > "$BUSPROF_RESULTS/$name.daemon.log" 2>&1 &
     DAEMON_PID=$!
     for _ in $(seq 200); do
-        [ -S "$sock" ] && { bp_t "daemon attached to $name"; return 0; }
+        [ -S "$sock" ] && break
         kill -0 $DAEMON_PID 2>/dev/null || break
         sleep 0.1
     done
-    bp_t "daemon for $name did not start:"; cat "$BUSPROF_RESULTS/$name.daemon.log"
-    return 1
+    if [ ! -S "$sock" ]; then
+        bp_t "daemon for $name did not start:"; cat "$BUSPROF_RESULTS/$name.daemon.log"
+        return 1
+    fi
+    bp_t "daemon attached to $name"
+    [ -n "${ATTACH_ONLY:-}" ] && return 0
+    # The guest's first program never calls busprof: dom0 traps COM2 for it.
+    if ! busprof trap "$name" --backend xen --ports "$PLAIN_PORTS" > "$BUSPROF_RESULTS/$name.trap.log" 2>&1; then
+        cat "$BUSPROF_RESULTS/$name.trap.log"
+        report FAIL "$name-trap" "busprof trap failed"
+        return 1
+    fi
+    cat "$BUSPROF_RESULTS/$name.trap.log"
+    plain_phase "$name" "$(guest_log "$name" "$3")" &
+    PLAIN_PID=$!
 }
 stop_daemon() {     # NAME: before a retry, and after the guest is gone
+    [ -n "${PLAIN_PID:-}" ] && { kill "$PLAIN_PID" 2>/dev/null; wait "$PLAIN_PID" 2>/dev/null; PLAIN_PID=; }
+    [ -f "$BUSPROF_RESULTS/$1.trap.log" ] && cat "$BUSPROF_RESULTS/$1.trap.log"
     [ -n "${DAEMON_PID:-}" ] || return 0
     busprof status --socket "/run/busprof/$1.sock" 2>/dev/null || true
     kill -TERM "$DAEMON_PID" 2>/dev/null
@@ -67,7 +107,7 @@ for g in ${BUSPROF_GUESTS:-pvh hvm}; do
     name=$(cfg_value name "$cfg")
     expect "$name"
     extra=$(cfg_value extra "$cfg")
-    DAEMON_PID=
+    DAEMON_PID= PLAIN_PID=
     run_guest "$cfg" "$IOPORTS" "extra=\"$extra busprof.name=$name $GUEST_RUN\"" || rc=1
     stop_daemon "$name" || { report FAIL "$name-daemon" "the daemon failed"; rc=1; }
 done

@@ -16,7 +16,7 @@
 #   XL=/usr/lib/xen-4.17/bin/xl
 # Knobs of run_guest (set them in the hook): BUSPROF_SUCCESS_RE (^SCRATCH-OK),
 #   BUSPROF_MAP_IOPORTS (1: map PVH/HVM ioports 1:1; 0 when the patched Xen is to trap
-#   them), BUSPROF_GUEST_RETRIES (0: see run_guest), RUN_GUEST_HOOK (function NAME DOMID, called
+#   them), BUSPROF_GUEST_RETRIES (0: see run_guest), RUN_GUEST_HOOK (function NAME DOMID TYPE, called
 #   before the unpause, once per attempt), RUN_GUEST_RETRY_HOOK (function NAME, called
 #   before a retry, e.g. to stop the daemon RUN_GUEST_HOOK started).
 # Results: `report PASS|SKIP|ERROR|FAIL NAME [detail]` appends to
@@ -119,7 +119,7 @@ guest_log() {
 #   console log to $BUSPROF_RESULTS/guests/NAME.log and reports PASS if the log has a
 #   line matching BUSPROF_SUCCESS_RE (default ^SCRATCH-OK) and the domU init's
 #   "BUSPROF-GUEST-EXIT ... rc=0" line; FAIL otherwise. Returns 0 on PASS.
-#   RUN_GUEST_HOOK, if set, names a function called as HOOK NAME DOMID after the
+#   RUN_GUEST_HOOK, if set, names a function called as HOOK NAME DOMID TYPE after the
 #   mapping and before the unpause (e.g. to attach a daemon).
 #   No failure is retried by default (BUSPROF_GUEST_RETRIES=0): a retry claims that
 #   the failure is not busprof's, and the soak of the unpatched Xen without busprof
@@ -193,7 +193,7 @@ _run_guest_once() {
     if [ "$type" != pv ] && [ "${BUSPROF_MAP_IOPORTS:-1}" = 1 ]; then
         map_ioports "$domid" "$cfg" "$@" || { "$XL" destroy "$name"; RG_DETAIL="ioport mapping failed"; return; }
     fi
-    [ -n "${RUN_GUEST_HOOK:-}" ] && "$RUN_GUEST_HOOK" "$name" "$domid"
+    [ -n "${RUN_GUEST_HOOK:-}" ] && "$RUN_GUEST_HOOK" "$name" "$domid" "$type"
     "$XL" unpause "$name"
     bp_t "guest $name: domid $domid running"
     i=0
