@@ -325,9 +325,8 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
         auto r = std::make_pair(m.first, m.last);
         if (grant(r, t))
             traps_.push_back(r);
-        counters_.notes_dropped +=
-            !writer_->add_marker({session_ord_, "start_trap", vcpu, m.first, m.last, t, {}, origin},
-                                 !by_dom0);
+        counters_.notes_dropped += !writer_->add_marker(
+            {session_ord_, "start_trap", vcpu, m.first, m.last, t, {}, origin}, !by_dom0);
         if (session_.on_start_trap(t))
             transition(nullptr, "start_trap", t);
         break;
@@ -340,9 +339,8 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
             traps_.erase(it);
         // The bus permission stays until the end: an access Xen routed
         // before the stop may still be in another vCPU's slot.
-        counters_.notes_dropped +=
-            !writer_->add_marker({session_ord_, "stop_trap", vcpu, m.first, m.last, t, {}, origin},
-                                 !by_dom0);
+        counters_.notes_dropped += !writer_->add_marker(
+            {session_ord_, "stop_trap", vcpu, m.first, m.last, t, {}, origin}, !by_dom0);
         if (traps_.empty() && session_.on_last_stop_trap(t))
             transition(nullptr, "stop_trap", t);
         break;
@@ -352,9 +350,8 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
         // Everything the guest did before asking is complete: its vCPU
         // resumed from each access before it could ask.
         finalize_all(false);
-        counters_.notes_dropped +=
-            !writer_->add_marker({session_ord_, "extract", vcpu, m.first, m.last, t, {}, origin},
-                                 true);
+        counters_.notes_dropped += !writer_->add_marker(
+            {session_ord_, "extract", vcpu, m.first, m.last, t, {}, origin}, true);
         writer_->request_extract({session_ord_, dom_.domid, m});
         break;
 

@@ -696,9 +696,9 @@ TEST_F(Core, Dom0TrapRoutesTheGuestsAccessesAndSaysWhoDidIt) {
 TEST_F(Core, GuestAndDom0ShareOneTableOfTraps) {
     ready();
     ASSERT_EQ(dom0_trap(XEN_BUSPROF_trap, 0x3f8, 0x3ff), 0);
-    EXPECT_EQ(start(0x3fc, 0x3ff), -EEXIST); // the guest finds dom0's trap
+    EXPECT_EQ(start(0x3fc, 0x3ff), -EEXIST);                         // the guest finds dom0's trap
     EXPECT_EQ(dom0_trap(XEN_BUSPROF_untrap, 0x3f8, 0x3fb), -ENOENT); // not a trapped range
-    EXPECT_EQ(stop(0x3f8, 0x3ff, 1), 0); // either may stop the other's
+    EXPECT_EQ(stop(0x3f8, 0x3ff, 1), 0);                             // either may stop the other's
     auto m = consume();
     ASSERT_EQ(m.size(), 2u);
     EXPECT_EQ(m[1].kind, XEN_BUSPROF_CTRL_stop_trap);

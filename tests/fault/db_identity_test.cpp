@@ -65,7 +65,7 @@ TEST_F(DbIdentity, ANewDbIsMarkedAsBusprofsWithItsSchemaVersion) {
     Db::open(f, true);
     EXPECT_EQ(number(f, "PRAGMA application_id"), 0x42507266);
     EXPECT_EQ(number(f, "PRAGMA user_version"), 4);
-    EXPECT_EQ(number(f, "SELECT value FROM meta WHERE key = 'schema_version'"), 3);
+    EXPECT_EQ(number(f, "SELECT value FROM meta WHERE key = 'schema_version'"), 4);
     EXPECT_EQ(refusal(f, false), "");
     EXPECT_EQ(refusal(f, true), "");
 }
