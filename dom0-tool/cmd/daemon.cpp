@@ -30,11 +30,24 @@ void setup_daemon(CLI::App& app, Globals& g, Runner& run) {
     c->add_option("--queue", cfg->queue_capacity, "record queue capacity (transactions)")
         ->check(integer_in(2, 1u << 24));
     // 0 is the "not given" of the triggers, so N starts at 1.
-    c->add_option("--start-after", cfg->triggers.start_after_accesses,
-                  "start recording after N accesses instead of at start_trap")
-        ->check(integer_in(1, INT64_MAX));
-    c->add_flag("--manual-start", cfg->triggers.manual_start,
-                "start recording only on 'busprof resume'");
+    auto* start_after = c->add_option("--start-after", cfg->triggers.start_after_accesses,
+                                      "start recording after N accesses instead of at start_trap")
+                            ->check(integer_in(1, INT64_MAX));
+    auto* manual = c->add_flag("--manual-start", cfg->triggers.manual_start,
+                               "start recording only on 'busprof resume'");
+    auto* start_on = c->add_option_function<std::string>(
+        "--start-on",
+        [cfg](const std::string& s) { cfg->triggers.start_on = parse_access_match(s); },
+        "start recording at the first access that matches COND (it is recorded), e.g. "
+        "'port=0x3fd,dir=in,value&0x20'");
+    start_on->excludes(manual)->excludes(start_after);
+    start_after->excludes(manual);
+    c->add_option_function<std::string>(
+        "--stop-on", [cfg](const std::string& s) { cfg->triggers.stop_on = parse_access_match(s); },
+        "stop after the first recorded access that matches COND (it is recorded)");
+    c->add_option("--pre-trigger", cfg->triggers.pre_trigger,
+                  "keep the last N accesses served before recording starts, marked pre_trigger")
+        ->check(integer_in(1, 1u << 20));
     c->add_flag("--stop-on-stop-trap", cfg->triggers.stop_on_stop_trap,
                 "stop when the guest removes its last trapped range");
     c->add_option("--stop-after", cfg->triggers.stop_after_records, "stop after N records")

@@ -79,6 +79,7 @@ void Daemon::begin_session(uint64_t now) {
                    cfg_.triggers.stop_text(),
                    now};
     session_ord_ = writer_->begin_session(row);
+    pre_window_.clear(); // the last session's
     counters_.clock_error_ns = clock_error_ns_;
     publish();
 }
@@ -246,6 +247,8 @@ void Daemon::transition(const char* kind, const std::string& cause, uint64_t now
                : session_.state() == SessionState::stopped ? "stop"
                                                            : "pause";
     writer_->add_marker({session_ord_, kind, -1, -1, -1, now, cause, {}});
+    if (session_.state() == SessionState::profiling && !pre_window_.empty())
+        flush_pre_window();
     publish();
 }
 
@@ -389,8 +392,7 @@ void Daemon::timed_out(unsigned v, uint64_t t) {
             pd.r.value = pd.r.size >= 4 ? 0xffffffffu : (1u << (8 * pd.r.size)) - 1;
         pd.r.t_resume_ns = t;
         pd.valid = false;
-        if (pd.record)
-            queue_record(pd.r);
+        complete(pd);
         return;
     }
     abandoned_[v] = true;
@@ -493,17 +495,20 @@ void Daemon::serve_ioreq(unsigned v) {
     pd.r.t_trap_ns = stamped ? to_ns(tsc_trap) : (t0 ? t0 : now);
     pd.r.t_bus_begin_ns = t0;
     pd.r.t_bus_end_ns = t1;
-    if (session_.on_access(now))
+    if (session_.on_access(pd.r, now))
         transition(nullptr, cfg_.triggers.start_text(), now);
     pd.record = session_.recording();
+    pd.pre =
+        !pd.record && cfg_.triggers.pre_trigger && session_.state() == SessionState::configured;
     if (!pd.record)
         counters_.unrecorded++;
+    if (pd.record && session_.on_access_recorded(pd.r, now))
+        transition(nullptr, "on:" + cfg_.triggers.stop_on->text, now);
     if (abandoned) {
         // No resume will come for it.
         pd.r.t_resume_ns = now;
         pd.valid = false;
-        if (pd.record)
-            queue_record(pd.r);
+        complete(pd);
     }
 }
 
@@ -549,8 +554,39 @@ void Daemon::finalize(unsigned v, bool force) {
         return;
     }
     pd.valid = false;
-    if (pd.record)
+    complete(pd);
+}
+
+// A served access whose record is whole: queued if the session records it,
+// kept in the pre-trigger window if it was served before the start.
+void Daemon::complete(const Pending& pd) {
+    if (pd.record) {
         queue_record(pd.r);
+        return;
+    }
+    if (!pd.pre)
+        return;
+    Record r = pd.r;
+    r.flags |= XEN_BUSPROF_RECORD_PRE_TRIGGER;
+    if (session_.recording() && r.session_id == session_ord_) {
+        // Served before the start, whole only after it.
+        counters_.unrecorded--;
+        queue_record(r);
+        return;
+    }
+    pre_window_.push_back(r);
+    if (pre_window_.size() > cfg_.triggers.pre_trigger)
+        pre_window_.pop_front();
+}
+
+// The session started: the pre-trigger window goes into it.
+void Daemon::flush_pre_window() {
+    for (auto& r : pre_window_)
+        if (r.session_id == session_ord_) {
+            counters_.unrecorded--;
+            queue_record(r);
+        }
+    pre_window_.clear();
 }
 
 void Daemon::finalize_all(bool force) {

@@ -68,6 +68,7 @@ class Daemon {
     struct Pending {
         bool valid = false;
         bool record = false;
+        bool pre = false; // served before the start: for the pre-trigger window
         uint64_t seq = 0;
         Record r{};
     };
@@ -86,6 +87,8 @@ class Daemon {
     void timed_out(unsigned v, uint64_t t);
     void finalize(unsigned v, bool force);
     void finalize_all(bool force);
+    void complete(const Pending& pd);
+    void flush_pre_window();
     void queue_record(Record r);
     void transition(const char* kind, const std::string& cause, uint64_t now);
     void publish();
@@ -107,7 +110,8 @@ class Daemon {
 
     // ioreq thread only
     std::vector<Pending> pending_;
-    std::vector<bool> abandoned_;                        // Xen gave up on the vCPU's request
+    std::deque<Record> pre_window_; // the last --pre-trigger accesses before the start
+    std::vector<bool> abandoned_;   // Xen gave up on the vCPU's request
     std::vector<std::pair<uint16_t, uint16_t>> traps_;   // trapped now
     std::vector<std::pair<uint16_t, uint16_t>> granted_; // bus access granted
     uint64_t last_stamp_seq_[XEN_BUSPROF_MAX_VCPUS] = {};

@@ -471,8 +471,8 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
         Stmt ins(db_.get(),
                  "INSERT INTO transactions (session_id, domid, vcpu, rip, port, size, dir,"
                  " value, t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns, status,"
-                 " clock_skewed)"
-                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+                 " clock_skewed, pre_trigger)"
+                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
         size_t next = 0;
         auto insert_to = [&](size_t end) {
             for (; next < end; next++) {
@@ -487,6 +487,7 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
                 ins.bind(12, static_cast<int64_t>(r.t_resume_ns));
                 ins.bind(13, status_name(r.status));
                 ins.bind(14, (r.flags & XEN_BUSPROF_RECORD_CLOCK_SKEWED) ? 1 : 0);
+                ins.bind(15, (r.flags & XEN_BUSPROF_RECORD_PRE_TRIGGER) ? 1 : 0);
                 ins.step();
                 ins.reset();
                 per_session[ord]++;
@@ -578,7 +579,7 @@ void Writer::answer(const ExtractRequest& r, bool db_ok) {
             res.snapshot = static_cast<uint64_t>(snapshot);
             Stmt q(db_.get(), std::string("SELECT id, rip, t_trap_ns, t_bus_begin_ns, t_bus_end_ns,"
                                           " t_resume_ns, value, port, vcpu, size, dir, status,"
-                                          " clock_skewed") +
+                                          " clock_skewed, pre_trigger") +
                                   where + " ORDER BY id LIMIT ?6 OFFSET ?7");
             q.bind(1, session).bind(2, r.domid).bind(3, m.first).bind(4, m.last);
             q.bind(5, snapshot).bind(6, m.nr).bind(7, static_cast<int64_t>(m.offset));
@@ -599,7 +600,8 @@ void Writer::answer(const ExtractRequest& r, bool db_ok) {
                     dir_from_name(reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 10)));
                 x.status = status_from_name(
                     reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 11)));
-                x.flags = col(12) ? XEN_BUSPROF_RECORD_CLOCK_SKEWED : 0;
+                x.flags = (col(12) ? XEN_BUSPROF_RECORD_CLOCK_SKEWED : 0) |
+                          (col(13) ? XEN_BUSPROF_RECORD_PRE_TRIGGER : 0);
                 res.records.push_back(x);
             }
         } catch (const std::exception& e) {

@@ -2,6 +2,7 @@
 #include "session.h"
 
 #include "error.h"
+#include "record.h"
 
 namespace busprof {
 
@@ -57,6 +58,8 @@ std::optional<SessionState> next_state(SessionState s, SessionAction a) {
 std::string Triggers::start_text() const {
     if (manual_start)
         return "manual";
+    if (start_on)
+        return "on:" + start_on->text;
     if (start_after_accesses)
         return "accesses:" + std::to_string(start_after_accesses);
     return "start_trap";
@@ -71,6 +74,8 @@ std::string Triggers::stop_text() const {
         add("duration:" + std::to_string(duration_ns));
     if (stop_on_stop_trap)
         add("stop_trap");
+    if (stop_on)
+        add("on:" + stop_on->text);
     return s.empty() ? "manual" : s;
 }
 
@@ -101,7 +106,7 @@ void Session::apply(SessionAction a, uint64_t now) {
 
 bool Session::on_start_trap(uint64_t now) {
     if (state_ != SessionState::configured || triggers_.manual_start ||
-        triggers_.start_after_accesses)
+        triggers_.start_after_accesses || triggers_.start_on)
         return false;
     return go(SessionAction::start, now);
 }
@@ -114,11 +119,22 @@ bool Session::on_last_stop_trap(uint64_t now) {
 
 // Called before the access is recorded or not: with start_after N, the
 // first N accesses go unrecorded and access N + 1 is the first recorded.
-bool Session::on_access(uint64_t now) {
-    bool start = state_ == SessionState::configured && triggers_.start_after_accesses &&
-                 accesses_ >= triggers_.start_after_accesses && !triggers_.manual_start;
+// With start_on, the matching access is the first recorded: the trigger
+// position is part of the trace.
+bool Session::on_access(const Record& r, uint64_t now) {
+    bool configured = state_ == SessionState::configured && !triggers_.manual_start;
+    bool start = configured &&
+                 ((triggers_.start_after_accesses && accesses_ >= triggers_.start_after_accesses) ||
+                  (triggers_.start_on && triggers_.start_on->matches(r)));
     accesses_++;
     return start && go(SessionAction::start, now);
+}
+
+// With stop_on, the matching access is the last recorded.
+bool Session::on_access_recorded(const Record& r, uint64_t now) {
+    if (!triggers_.stop_on || state_ != SessionState::profiling || !triggers_.stop_on->matches(r))
+        return false;
+    return go(SessionAction::stop, now);
 }
 
 bool Session::on_recorded(uint64_t now) {

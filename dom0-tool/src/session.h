@@ -5,6 +5,8 @@
 // leave the state as it was.
 #pragma once
 
+#include "trigger.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -24,11 +26,14 @@ std::optional<SessionState> next_state(SessionState s, SessionAction a);
 
 // What starts and stops recording.
 struct Triggers {
-    uint64_t start_after_accesses = 0; // 0: on the guest's first start_trap
-    bool manual_start = false;         // only 'busprof resume' starts it
-    bool stop_on_stop_trap = false;    // when the last trapped range goes
-    uint64_t stop_after_records = 0;   // 0: no limit
-    uint64_t duration_ns = 0;          // 0: no limit, counted from the start
+    uint64_t start_after_accesses = 0;   // 0: on the guest's first start_trap
+    bool manual_start = false;           // only 'busprof resume' starts it
+    std::optional<AccessMatch> start_on; // at the first access that matches, recorded
+    uint64_t pre_trigger = 0;            // keep the last N accesses before the start
+    bool stop_on_stop_trap = false;      // when the last trapped range goes
+    std::optional<AccessMatch> stop_on;  // after the first recorded access that matches
+    uint64_t stop_after_records = 0;     // 0: no limit
+    uint64_t duration_ns = 0;            // 0: no limit, counted from the start
     std::string start_text() const;
     std::string stop_text() const;
 };
@@ -47,8 +52,9 @@ class Session {
     // Trigger inputs; each returns true when it changed the state.
     bool on_start_trap(uint64_t now);
     bool on_last_stop_trap(uint64_t now);
-    bool on_access(uint64_t now);   // an access was served
-    bool on_recorded(uint64_t now); // a record was queued
+    bool on_access(const Record& r, uint64_t now);          // an access was served
+    bool on_access_recorded(const Record& r, uint64_t now); // ... and will be recorded
+    bool on_recorded(uint64_t now);                         // a record was queued
     bool on_tick(uint64_t now);
 
     uint64_t started_ns() const { return started_ns_; }

@@ -18,7 +18,8 @@ _Static_assert(offsetof(struct bp_record, status) ==
                "bp_record must match xen_busprof_record");
 _Static_assert(offsetof(struct bp_record, flags) ==
                offsetof(struct xen_busprof_record, flags) &&
-               BP_RECORD_CLOCK_SKEWED == XEN_BUSPROF_RECORD_CLOCK_SKEWED,
+               BP_RECORD_CLOCK_SKEWED == XEN_BUSPROF_RECORD_CLOCK_SKEWED &&
+               BP_RECORD_PRE_TRIGGER == XEN_BUSPROF_RECORD_PRE_TRIGGER,
                "bp_record must match xen_busprof_record");
 
 /* How long bp_extract waits for the profiler in all. */

@@ -508,6 +508,41 @@ def dom0_traps_an_unmodified_guest(rig):
     assert cmos == [("start_trap", "dom0"), ("stop_trap", "dom0")], cmos
 
 
+def triggers_on_a_match_keep_the_pre_trigger_window(rig):
+    """--start-on, --stop-on and --pre-trigger, as a bus analyzer's trigger:
+    recording starts at the access that matches (recorded), keeps the last N
+    accesses before it (marked pre_trigger, also in the guest's extract), and
+    stops after the access that matches the stop condition (recorded)."""
+    args = ("--sim-socket", rig.sim_sock)
+    rig.policy("0x3f8-0x3ff")
+    rig.start_daemon("--start-on", "port=0x3ff,dir=out,value=0xaa", "--pre-trigger", "5",
+                     "--stop-on", "port=0x3ff,dir=in,value&0xff=0x5a")
+    rig.busprof("trap", DOMAIN, "--ports", "0x3f8-0x3ff", *args)
+    assert "state configured" in status(rig)  # dom0's start_trap starts nothing
+    made = plain_guest(rig, 10)
+    g = rig.sim_guest("extract", "0x3f8", "0x3ff")
+    rig.stop_daemon()
+    # porttest: in scratch, in LSR, then out/in of 0x00 0xff 0x55 0xaa 0x01 0x80 0x5a ...
+    want = [(0x3ff, "in", 0x00, 1), (0x3ff, "out", 0xff, 1), (0x3ff, "in", 0xff, 1),
+            (0x3ff, "out", 0x55, 1), (0x3ff, "in", 0x55, 1),            # the last 5 before
+            (0x3ff, "out", 0xaa, 0), (0x3ff, "in", 0xaa, 0),            # the trigger, on
+            (0x3ff, "out", 0x01, 0), (0x3ff, "in", 0x01, 0), (0x3ff, "out", 0x80, 0),
+            (0x3ff, "in", 0x80, 0), (0x3ff, "out", 0x5a, 0), (0x3ff, "in", 0x5a, 0)]  # stop
+    rows = query(rig.db, "SELECT port, dir, value, pre_trigger FROM transactions ORDER BY id")
+    assert rows == want, rows
+    assert g.returncode == 0, g.stdout + g.stderr
+    lines = g.stdout.splitlines()
+    assert lines[0] == f"EXTRACT {len(want)} records", g.stdout
+    assert [line.endswith(" pre-trigger") for line in lines[1:]] == [w[3] == 1 for w in want], \
+        g.stdout
+    s = query(rig.db, "SELECT start_trigger, stop_trigger, state, unrecorded FROM sessions")
+    assert s == [("on:port=0x3ff,dir=out,value=0xaa", "on:port=0x3ff,dir=in,value&0xff=0x5a",
+                  "stopped", made - len(want))], (s, made)
+    marks = query(rig.db, "SELECT kind, cause FROM markers WHERE kind IN ('start', 'stop')")
+    assert marks == [("start", "on:port=0x3ff,dir=out,value=0xaa"),
+                     ("stop", "on:port=0x3ff,dir=in,value&0xff=0x5a")], marks
+
+
 CASES = {f.__name__: f for f in [
     every_routed_access_is_recorded, lost_control_messages_cost_no_access,
     timed_out_access_says_what_guest_got, guest_never_waits_on_a_locked_db,
@@ -516,7 +551,7 @@ CASES = {f.__name__: f for f in [
     clients_that_leave_early_kill_nothing, start_after_skips_exactly_n, duration_stops_recording,
     stop_on_stop_trap_stops_at_the_first_stop, pause_under_live_traffic_loses_nothing,
     two_domains_into_one_db, skewed_clocks_are_flagged_not_hidden,
-    dom0_traps_an_unmodified_guest]}
+    dom0_traps_an_unmodified_guest, triggers_on_a_match_keep_the_pre_trigger_window]}
 
 
 def main():

@@ -8,7 +8,7 @@
  *   threads N ROUNDS       start and join N threads doing port I/O, ROUNDS times
  *   two-handles            bp_close of one handle, then the other one's access
  *   extract FIRST LAST     the guest's records of ports FIRST-LAST: a count,
- *                          then one "port dir value" line per record
+ *                          then one "port dir value [pre-trigger]" line per record
  */
 #include <busprof/busprof.h>
 
@@ -192,8 +192,9 @@ static int extract(unsigned int first, unsigned int last)
         check(-1, "bp_extract");
     printf("EXTRACT %zd records\n", n);
     for ( i = 0; i < n; i++ )
-        printf("0x%x %s 0x%x\n", recs[i].port,
-               recs[i].dir == BP_DIR_IN ? "in" : "out", recs[i].value);
+        printf("0x%x %s 0x%x%s\n", recs[i].port,
+               recs[i].dir == BP_DIR_IN ? "in" : "out", recs[i].value,
+               recs[i].flags & BP_RECORD_PRE_TRIGGER ? " pre-trigger" : "");
     free(recs);
     bp_close(h);
     return 0;

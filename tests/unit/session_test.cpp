@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // The session state machine and its triggers (dom0-tool/src/session.cpp).
 #include "error.h"
+#include "record.h"
 #include "session.h"
+#include "trigger.h"
 
 #include <gtest/gtest.h>
 
@@ -15,6 +17,20 @@ namespace {
 
 using S = SessionState;
 using A = SessionAction;
+
+const Record kAny{};
+
+Record access(uint16_t port, uint8_t dir, uint32_t value, uint64_t rip = 0x401000,
+              uint16_t vcpu = 0) {
+    Record r{};
+    r.port = port;
+    r.dir = dir;
+    r.value = value;
+    r.rip = rip;
+    r.vcpu = vcpu;
+    r.size = 1;
+    return r;
+}
 
 constexpr S kStates[] = {S::configured, S::profiling, S::paused, S::stopped};
 constexpr A kActions[] = {A::start, A::pause, A::resume, A::stop, A::rearm};
@@ -183,7 +199,7 @@ TEST(SessionTriggers, ManualStartIgnoresStartTrapAndAccesses) {
     Session x(t);
     EXPECT_FALSE(x.on_start_trap(100));
     for (int i = 0; i < 5; i++)
-        EXPECT_FALSE(x.on_access(100 + i));
+        EXPECT_FALSE(x.on_access(kAny, 100 + i));
     EXPECT_EQ(x.state(), S::configured);
     x.apply(A::resume, 300);
     EXPECT_EQ(x.state(), S::profiling);
@@ -197,29 +213,29 @@ TEST(SessionTriggers, StartAfterNAccessesStartsWithAccessNPlusOne) {
     t.start_after_accesses = 3;
     Session x(t);
     EXPECT_FALSE(x.on_start_trap(10)); // start_trap alone does not start it
-    EXPECT_FALSE(x.on_access(11));
-    EXPECT_FALSE(x.on_access(12));
-    EXPECT_FALSE(x.on_access(13));
+    EXPECT_FALSE(x.on_access(kAny, 11));
+    EXPECT_FALSE(x.on_access(kAny, 12));
+    EXPECT_FALSE(x.on_access(kAny, 13));
     EXPECT_FALSE(x.recording());
     EXPECT_EQ(x.state(), S::configured);
-    EXPECT_TRUE(x.on_access(14));
+    EXPECT_TRUE(x.on_access(kAny, 14));
     EXPECT_TRUE(x.recording());
     EXPECT_EQ(x.started_ns(), 14u);
-    EXPECT_FALSE(x.on_access(15));
+    EXPECT_FALSE(x.on_access(kAny, 15));
 }
 
 TEST(SessionTriggers, RearmRestartsTheAccessCount) {
     Triggers t;
     t.start_after_accesses = 2;
     Session x(t);
-    x.on_access(1);
-    x.on_access(2);
-    ASSERT_TRUE(x.on_access(3));
+    x.on_access(kAny, 1);
+    x.on_access(kAny, 2);
+    ASSERT_TRUE(x.on_access(kAny, 3));
     x.apply(A::stop, 3);
     x.apply(A::rearm, 4);
-    EXPECT_FALSE(x.on_access(5));
-    EXPECT_FALSE(x.on_access(6));
-    EXPECT_TRUE(x.on_access(7));
+    EXPECT_FALSE(x.on_access(kAny, 5));
+    EXPECT_FALSE(x.on_access(kAny, 6));
+    EXPECT_TRUE(x.on_access(kAny, 7));
 }
 
 TEST(SessionTriggers, StopOnStopTrapStopsALiveSession) {
@@ -316,6 +332,118 @@ TEST(SessionTriggers, TextDescribesTheStopTrigger) {
     t = {};
     t.stop_after_records = 7;
     EXPECT_EQ(t.stop_text(), "records:7");
+}
+
+// ------------------------------------------------------ trigger conditions
+
+TEST(AccessMatch, EachTermSelectsWhatItSays) {
+    const uint8_t in = XEN_BUSPROF_DIR_IN, out = XEN_BUSPROF_DIR_OUT;
+    struct Case {
+        const char* cond;
+        Record r;
+        bool match;
+    } cases[] = {
+        {"port=0x3fd", access(0x3fd, in, 0), true},
+        {"port=0x3fd", access(0x3fc, in, 0), false},
+        {"port=0x3f8-0x3ff", access(0x3ff, out, 0), true},
+        {"port=0x3f8-0x3ff", access(0x3f7, out, 0), false},
+        {"dir=in", access(1, in, 0), true},
+        {"dir=in", access(1, out, 0), false},
+        {"value=0x20", access(1, in, 0x20), true},
+        {"value=0x20", access(1, in, 0x21), false},
+        {"value&0x20", access(1, in, 0x61), true},  // any bit of the mask
+        {"value&0x60", access(1, in, 0x9f), false}, // none of them
+        {"value&0x60=0x20", access(1, in, 0xbf), true},
+        {"value&0x60=0x20", access(1, in, 0x60), false},
+        {"rip=0x401000-0x401fff", access(1, in, 0, 0x401234), true},
+        {"rip=0x401000-0x401fff", access(1, in, 0, 0x402000), false},
+        {"rip=0xffffffff81000000", access(1, in, 0, 0xffffffff81000000ull), true},
+        {"vcpu=1", access(1, in, 0, 0, 1), true},
+        {"vcpu=1", access(1, in, 0, 0, 0), false},
+        // every term must hold
+        {"port=0x3fd,dir=in,value&0x20", access(0x3fd, in, 0x60), true},
+        {"port=0x3fd,dir=in,value&0x20", access(0x3fd, out, 0x60), false},
+        {"port=0x3fd,dir=in,value&0x20", access(0x3fd, in, 0x40), false},
+        {"port=0x3fd,dir=in,value&0x20", access(0x3fe, in, 0x60), false},
+    };
+    for (auto& c : cases)
+        EXPECT_EQ(parse_access_match(c.cond).matches(c.r), c.match) << c.cond;
+    EXPECT_EQ(parse_access_match("port=0x3fd,dir=in").text, "port=0x3fd,dir=in");
+}
+
+TEST(AccessMatch, MalformedConditionsAreUserErrorsNamingTheTerm) {
+    struct Case {
+        const char* cond;
+        const char* says;
+    } cases[] = {
+        {"", "empty trigger condition"},
+        {"port=0x3fd,", "empty term"},
+        {"port", "has no value"},
+        {"port=", "malformed number"},
+        {"port=0x10000", "too large"},
+        {"port=0x3ff-0x3f8", "reversed range"},
+        {"port= 0x3fd", "malformed number"},
+        {"port=-1", "malformed number"},
+        {"dir=both", "dir is in or out"},
+        {"value", "has no value"},
+        {"value&0", "mask of 0"},
+        {"value&0x0f=0x20", "outside its mask"},
+        {"value=0x100000000", "too large"},
+        {"vcpu=32", "too large"},
+        {"rip=0x2-0x1", "reversed range"},
+        {"colour=red", "unknown trigger term"},
+        {"port=1,port=2", "names port twice"},
+        {"value=1,value&2", "names value&2 twice"},
+    };
+    for (auto& c : cases) {
+        try {
+            parse_access_match(c.cond);
+            ADD_FAILURE() << c.cond << " was accepted";
+        } catch (const UserError& e) {
+            EXPECT_NE(std::string(e.what()).find(c.says), std::string::npos)
+                << c.cond << ": " << e.what();
+            EXPECT_FALSE(e.hint().empty()) << c.cond;
+        }
+    }
+}
+
+TEST(SessionTriggers, StartOnStartsAtTheMatchingAccessWhichIsRecorded) {
+    Triggers t;
+    t.start_on = parse_access_match("port=0x3fd,dir=in,value&0x20");
+    Session x(t);
+    EXPECT_FALSE(x.on_start_trap(10)); // start_trap no longer starts it
+    EXPECT_FALSE(x.on_access(access(0x3fd, XEN_BUSPROF_DIR_IN, 0x00), 20));
+    EXPECT_FALSE(x.on_access(access(0x3fc, XEN_BUSPROF_DIR_IN, 0x20), 30));
+    EXPECT_FALSE(x.recording());
+    EXPECT_TRUE(x.on_access(access(0x3fd, XEN_BUSPROF_DIR_IN, 0x60), 40));
+    EXPECT_TRUE(x.recording()); // so the daemon records the trigger access
+    EXPECT_EQ(x.started_ns(), 40u);
+    EXPECT_FALSE(x.on_access(access(0x3fd, XEN_BUSPROF_DIR_IN, 0x60), 50)); // once
+    EXPECT_EQ(t.start_text(), "on:port=0x3fd,dir=in,value&0x20");
+}
+
+TEST(SessionTriggers, StopOnStopsAfterTheMatchingRecordedAccess) {
+    Triggers t;
+    t.stop_on = parse_access_match("port=0x3ff,value=0xee");
+    t.stop_after_records = 100;
+    Session x(t);
+    Record hit = access(0x3ff, XEN_BUSPROF_DIR_OUT, 0xee);
+    EXPECT_FALSE(x.on_access_recorded(hit, 5)); // not profiling yet: nothing to stop
+    ASSERT_TRUE(x.on_start_trap(10));
+    EXPECT_FALSE(x.on_access_recorded(access(0x3ff, XEN_BUSPROF_DIR_OUT, 0xef), 20));
+    EXPECT_TRUE(x.on_access_recorded(hit, 30));
+    EXPECT_EQ(x.state(), S::stopped);
+    EXPECT_EQ(x.stopped_ns(), 30u);
+    EXPECT_EQ(t.stop_text(), "records:100,on:port=0x3ff,value=0xee");
+}
+
+TEST(SessionTriggers, ManualStartWinsOverAMatch) {
+    Triggers t;
+    t.manual_start = true;
+    t.start_on = parse_access_match("dir=in");
+    Session x(t);
+    EXPECT_FALSE(x.on_access(access(1, XEN_BUSPROF_DIR_IN, 0), 10));
+    EXPECT_FALSE(x.recording());
 }
 
 } // namespace

@@ -47,6 +47,9 @@ typedef struct bp_handle bp_handle;
  * clock) contradict its bus times (the profiler's clock), so they are not to
  * be compared with each other (transactions.clock_skewed, docs/schema.md). */
 #define BP_RECORD_CLOCK_SKEWED 0x01
+/* Served before recording started, kept by the profiler's pre-trigger
+ * window (busprof daemon --pre-trigger N; transactions.pre_trigger). */
+#define BP_RECORD_PRE_TRIGGER 0x02
 
 /* One transaction; the same layout as struct xen_busprof_record. */
 struct bp_record {

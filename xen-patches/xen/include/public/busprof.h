@@ -9,7 +9,8 @@
  * Interface version history (XEN_BUSPROF_INTERFACE_VERSION):
  *  1.0 (0x00010000): initial version.
  *  1.1 (0x00010001): XEN_BUSPROF_trap and XEN_BUSPROF_untrap; the control
- *       message's pad became flags (XEN_BUSPROF_CTRL_FROM_DOM0).
+ *       message's pad became flags (XEN_BUSPROF_CTRL_FROM_DOM0); the record
+ *       flag XEN_BUSPROF_RECORD_PRE_TRIGGER.
  * Every 64-bit field sits at a naturally aligned offset and every struct
  * is a multiple of 8 bytes, so the layout is the same for all x86-64
  * compilers without the tools-only uint64_aligned_t.  64-bit guests only.
@@ -74,6 +75,12 @@
  * against its bus times.
  */
 #define XEN_BUSPROF_RECORD_CLOCK_SKEWED   (1u << 0)
+/*
+ * PRE_TRIGGER: the access was served before recording started and kept
+ * because the profiler was asked for a pre-trigger window (the last N
+ * accesses before the start), as a hardware bus analyzer keeps them.
+ */
+#define XEN_BUSPROF_RECORD_PRE_TRIGGER    (1u << 1)
 
 /* One transaction as handed back to the guest by XEN_BUSPROF_extract. */
 struct xen_busprof_record {
