@@ -63,12 +63,12 @@ CREATE TABLE IF NOT EXISTS markers (
     session_id INTEGER NOT NULL REFERENCES sessions(id), -- session it belongs to
     kind TEXT NOT NULL
         CHECK (kind IN ('start_trap', 'stop_trap', 'extract', 'start', 'pause', 'resume', 'stop')), -- what happened: a trap call (start_trap, stop_trap), a guest's extract, or a change of the session state (start, pause, resume, stop)
-    origin TEXT CHECK (origin IN ('guest', 'dom0')), -- who made a start_trap, stop_trap or extract: 'guest' (the guest's own call) or 'dom0' ('busprof trap'/'busprof untrap' for a guest that never calls busprof, or a policy revoke that dropped the trap); NULL for changes of the session state
-    vcpu INTEGER,                      -- guest vCPU that made the call; NULL for dom0's calls and changes of the session state
+    origin TEXT CHECK (origin IN ('guest', 'dom0')), -- who made the call: 'guest' (its own start_trap, stop_trap, extract, or the pause/resume of its bp_pause/bp_resume) or 'dom0' ('busprof trap'/'busprof untrap' for a guest that never calls busprof, or a policy revoke that dropped the trap); NULL for the other changes of the session state
+    vcpu INTEGER,                      -- guest vCPU that made the call; NULL for dom0's calls and the other changes of the session state
     port_first INTEGER,                -- first port of the range concerned; NULL if none
     port_last INTEGER,                 -- last port of the range concerned; NULL if none
     t_ns INTEGER NOT NULL,             -- when it happened (ns); Xen's stamp for guest calls
-    cause TEXT                         -- for start/pause/resume/stop: what made it: 'start_trap', 'accesses:N', 'user', 'stop_trap', 'records:N', 'duration', 'signal', 'detached', 'hypervisor_gone', 'shutdown'; NULL for trap calls and extracts
+    cause TEXT                         -- for start/pause/resume/stop: what made it: 'start_trap', 'accesses:N', 'on:COND' (--start-on/--stop-on), 'user' (busprof pause/resume/stop), 'guest' (the guest's bp_pause/bp_resume), 'stop_trap', 'records:N', 'duration', 'signal', 'detached', 'hypervisor_gone', 'shutdown'; NULL for trap calls and extracts
 );
 
 -- Things that went wrong or out of the ordinary during a session.

@@ -358,6 +358,25 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
         writer_->request_extract({session_ord_, dom_.domid, m});
         break;
 
+    case XEN_BUSPROF_CTRL_pause:
+    case XEN_BUSPROF_CTRL_resume: {
+        // The guest's own pause of the recording.  Only a session that
+        // records is paused and only a paused one resumed: a guest cannot
+        // start a session that waits for its start trigger, nor revive a
+        // stopped one.  Accesses before the message were recorded; the
+        // ring is read before each access is served, so none after it is.
+        bool pause = m.kind == XEN_BUSPROF_CTRL_pause;
+        SessionState from = pause ? SessionState::profiling : SessionState::paused;
+        if (session_.state() != from)
+            break;
+        finalize_all(false);
+        session_.apply(pause ? SessionAction::pause : SessionAction::resume, t);
+        counters_.notes_dropped += !writer_->add_marker(
+            {session_ord_, pause ? "pause" : "resume", vcpu, -1, -1, t, "guest", origin}, true);
+        publish();
+        break;
+    }
+
     case XEN_BUSPROF_CTRL_timeout:
         counters_.timeouts++;
         writer_->add_event({session_ord_, "timeout", t,

@@ -20,7 +20,7 @@ uint64_t number(const std::string& s, const std::string& term, uint64_t max) {
     bool hex = s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
     size_t digits = hex ? 2 : 0;
     if (s.size() == digits || s.find_first_not_of(hex ? "0123456789abcdefABCDEF" : "0123456789",
-                                                   digits) != std::string::npos)
+                                                  digits) != std::string::npos)
         throw UserError("malformed number '" + s + "' in trigger term '" + term + "'", kHint);
     errno = 0;
     unsigned long long v = std::strtoull(s.c_str() + digits, nullptr, hex ? 16 : 10);
@@ -53,7 +53,8 @@ AccessMatch parse_access_match(const std::string& text) {
         if (term.empty())
             throw UserError("empty term in trigger condition '" + text + "'", kHint);
         auto eq = term.find('=');
-        std::string key = term.substr(0, eq), val = eq == std::string::npos ? "" : term.substr(eq + 1);
+        std::string key = term.substr(0, eq),
+                    val = eq == std::string::npos ? "" : term.substr(eq + 1);
         auto once = [&](bool seen) {
             if (seen)
                 throw UserError("trigger condition '" + text + "' names " + key + " twice",

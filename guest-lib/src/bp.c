@@ -146,6 +146,41 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
+/* How long bp_pause/bp_resume wait for room in a full control ring. */
+#define BP_PAUSE_DEADLINE_NS (1000000000ull)
+
+/* Xen refuses (-EAGAIN) rather than loses the request while the profiler's
+ * control ring is full: ask again until there is room. */
+static int pause_op(bp_handle *h, unsigned int cmd)
+{
+    struct timespec pause = { 0, 50000 };
+    uint64_t deadline = now_ns() + BP_PAUSE_DEADLINE_NS;
+    long rc;
+
+    if ( !h )
+    {
+        errno = EINVAL;
+        return -1;
+    }
+    while ( (rc = h->ops->op(h, cmd, NULL, 0)) == -EAGAIN &&
+            now_ns() < deadline )
+        nanosleep(&pause, NULL);
+    if ( rc == -EAGAIN )
+        rc = -ETIMEDOUT;
+
+    return result(rc);
+}
+
+int bp_pause(bp_handle *h)
+{
+    return pause_op(h, XEN_BUSPROF_pause);
+}
+
+int bp_resume(bp_handle *h)
+{
+    return pause_op(h, XEN_BUSPROF_resume);
+}
+
 /* One extract call, repeated while the profiler works on it. */
 static long extract_chunk(bp_handle *h, struct xen_busprof_extract *x,
                           uint64_t deadline)

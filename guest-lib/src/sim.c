@@ -288,7 +288,8 @@ static long sim_op(struct bp_handle *h, unsigned int cmd, void *arg,
     m.type = BP_SIM_HYPERCALL;
     m.version = BP_SIM_VERSION;
     m.cmd = cmd;
-    memcpy(m.arg, arg, argsize);
+    if ( argsize ) /* pause and resume have no argument */
+        memcpy(m.arg, arg, argsize);
 
     if ( cmd == XEN_BUSPROF_extract )
     {
@@ -303,7 +304,8 @@ static long sim_op(struct bp_handle *h, unsigned int cmd, void *arg,
 
     if ( m.rc == 0 )
     {
-        memcpy(arg, m.arg, argsize);
+        if ( argsize )
+            memcpy(arg, m.arg, argsize);
         /* The handle is ours, not the simulator's copy of it. */
         if ( x )
         {

@@ -730,6 +730,47 @@ TEST_F(Core, ARevokeThatDropsATrapIsDom0s) {
     EXPECT_EQ(m[0].flags, XEN_BUSPROF_CTRL_FROM_DOM0);
 }
 
+// ------------------------------------------------------- the guest's pause/resume
+
+TEST_F(Core, PauseAndResumePostTheirMessagesInOrderWithTheVcpu) {
+    ready();
+    ASSERT_EQ(start(0x3f8, 0x3ff), 0);
+    host().tsc = 777;
+    EXPECT_EQ(op<void>(&gv[3], XEN_BUSPROF_pause, nullptr), 0);
+    host().tsc = 888;
+    EXPECT_EQ(op<void>(&gv[1], XEN_BUSPROF_resume, nullptr), 0);
+    auto m = consume();
+    ASSERT_EQ(m.size(), 3u);
+    EXPECT_EQ(m[1].kind, XEN_BUSPROF_CTRL_pause);
+    EXPECT_EQ(m[1].vcpu, 3);
+    EXPECT_EQ(m[1].flags, 0);
+    EXPECT_EQ(m[1].tsc, 777u);
+    EXPECT_EQ(m[2].kind, XEN_BUSPROF_CTRL_resume);
+    EXPECT_EQ(m[2].vcpu, 1);
+    EXPECT_EQ(m[2].seq, m[1].seq + 1);
+    EXPECT_EQ(query().nr_traps, 1u); // the traps stay: accesses are still served
+}
+
+TEST_F(Core, PauseWithoutAProfilerIsENXIO) {
+    EXPECT_EQ(op<void>(&gv[0], XEN_BUSPROF_pause, nullptr), -ENXIO); // never configured
+    ASSERT_EQ(allow(0x3f8, 0x3ff), 0);
+    EXPECT_EQ(op<void>(&gv[0], XEN_BUSPROF_resume, nullptr), -ENXIO);
+    ASSERT_EQ(attach(), 0);
+    ASSERT_EQ(detach(), 0);
+    EXPECT_EQ(op<void>(&gv[0], XEN_BUSPROF_pause, nullptr), -ENXIO);
+}
+
+TEST_F(Core, PauseOnAFullRingIsEAGAINAndPostsNothing) {
+    ready();
+    for (unsigned i = 0; i < XEN_BUSPROF_CTRL_RING_SIZE; i++)
+        ASSERT_EQ(op<void>(&gv[0], i % 2 ? XEN_BUSPROF_resume : XEN_BUSPROF_pause, nullptr), 0);
+    EXPECT_EQ(op<void>(&gv[0], XEN_BUSPROF_pause, nullptr), -EAGAIN);
+    EXPECT_EQ(page()->ctrl_lost, 0u); // refused, not lost
+    EXPECT_EQ(pending().size(), XEN_BUSPROF_CTRL_RING_SIZE);
+    consume();
+    EXPECT_EQ(op<void>(&gv[0], XEN_BUSPROF_pause, nullptr), 0);
+}
+
 // ---------------------------------------------------------------- validation
 
 TEST_F(Core, TrapWithNonZeroFlagsIsEINVAL) {
@@ -818,7 +859,7 @@ TEST_F(Core, UnknownSubOpsAreEOPNOTSUPP) {
     ready();
     uint8_t buf[512] = {};
     reinterpret_cast<domid_t*>(buf)[0] = kGuest;
-    for (unsigned cmd : {0u, 4u, 15u, 24u, 999u, 0xffffffffu}) {
+    for (unsigned cmd : {0u, 6u, 15u, 24u, 999u, 0xffffffffu}) {
         EXPECT_EQ(op(&dom0_v, cmd, buf), -EOPNOTSUPP) << "dom0, cmd " << cmd;
         EXPECT_EQ(op(&gv[0], cmd, buf), -EOPNOTSUPP) << "guest, cmd " << cmd;
     }

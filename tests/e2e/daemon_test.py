@@ -543,6 +543,35 @@ def triggers_on_a_match_keep_the_pre_trigger_window(rig):
                      ("stop", "on:port=0x3ff,dir=in,value&0xff=0x5a")], marks
 
 
+def guest_pauses_and_resumes_the_recording(rig):
+    """bp_pause ... bp_resume: the accesses in between are served (every
+    value reads back) but not recorded, those before and after are; the
+    markers say the guest did it, on which vCPU.  A guest's pause does not
+    touch a session that is not recording, and without a daemon it is ENXIO."""
+    g = rig.sim_guest("pause")
+    assert g.returncode == 1 and "bp_start_trap" in g.stderr, g.stderr  # no profiler yet
+    rig.policy(PORTS)
+    rig.start_daemon()
+    g = rig.sim_guest("pause")
+    assert g.returncode == 0 and "PAUSE 0 values wrong" in g.stdout, g.stdout + g.stderr
+    rig.stop_daemon()
+    rows = query(rig.db, "SELECT dir, value FROM transactions WHERE port = 0x3ff ORDER BY id")
+    assert rows == [(d, v) for v in (1, 2, 3, 7, 8, 9) for d in ("out", "in")], rows
+    assert query(rig.db, "SELECT unrecorded FROM sessions") == [(6,)]
+    marks = query(rig.db, "SELECT kind, cause, origin, vcpu FROM markers"
+                          " WHERE kind IN ('pause', 'resume') ORDER BY id")
+    assert marks == [("pause", "guest", "guest", 0), ("resume", "guest", "guest", 0)], marks
+
+    # A session waiting for a manual start stays so: the guest cannot start it.
+    rig.start_daemon("--manual-start")
+    g = rig.sim_guest("pause")
+    assert g.returncode == 0, g.stdout + g.stderr
+    assert "state configured" in status(rig)
+    rig.stop_daemon()
+    n = query(rig.db, "SELECT count(*) FROM transactions WHERE session_id = 2")
+    assert n == [(0,)], n
+
+
 CASES = {f.__name__: f for f in [
     every_routed_access_is_recorded, lost_control_messages_cost_no_access,
     timed_out_access_says_what_guest_got, guest_never_waits_on_a_locked_db,
@@ -551,7 +580,8 @@ CASES = {f.__name__: f for f in [
     clients_that_leave_early_kill_nothing, start_after_skips_exactly_n, duration_stops_recording,
     stop_on_stop_trap_stops_at_the_first_stop, pause_under_live_traffic_loses_nothing,
     two_domains_into_one_db, skewed_clocks_are_flagged_not_hidden,
-    dom0_traps_an_unmodified_guest, triggers_on_a_match_keep_the_pre_trigger_window]}
+    dom0_traps_an_unmodified_guest, triggers_on_a_match_keep_the_pre_trigger_window,
+    guest_pauses_and_resumes_the_recording]}
 
 
 def main():

@@ -7,6 +7,8 @@
  *   strings                INS/OUTS, with and without REP and DF, on 0x300
  *   threads N ROUNDS       start and join N threads doing port I/O, ROUNDS times
  *   two-handles            bp_close of one handle, then the other one's access
+ *   pause                  scratch writes and reads before, during and after a
+ *                          bp_pause ... bp_resume of the recording
  *   extract FIRST LAST     the guest's records of ports FIRST-LAST: a count,
  *                          then one "port dir value [pre-trigger]" line per record
  */
@@ -56,6 +58,27 @@ static int passthrough(void)
     printf("UNTRAPPED 0x%02x\n", inb(SCRATCH));
     bp_close(h);
     return 0;
+}
+
+static int pause_resume(void)
+{
+    bp_handle *h = open_or_die();
+    unsigned int v, bad = 0;
+
+    check(bp_start_trap(h, 0x3f8, 0x3ff), "bp_start_trap");
+    for ( v = 1; v <= 9; v++ )
+    {
+        if ( v == 4 )
+            check(bp_pause(h), "bp_pause");
+        if ( v == 7 )
+            check(bp_resume(h), "bp_resume");
+        outb(v, SCRATCH);
+        bad += inb(SCRATCH) != v;
+    }
+    check(bp_stop_trap(h, 0x3f8, 0x3ff), "bp_stop_trap");
+    printf("PAUSE %u values wrong\n", bad);
+    bp_close(h);
+    return bad != 0;
 }
 
 /* Registers after one string instruction: what the CPU would leave. */
@@ -212,10 +235,12 @@ int main(int argc, char **argv)
         return threads(atoi(argv[2]), atoi(argv[3]));
     if ( !strcmp(c, "two-handles") )
         return two_handles();
+    if ( !strcmp(c, "pause") )
+        return pause_resume();
     if ( !strcmp(c, "extract") && argc == 4 )
         return extract((unsigned int)strtoul(argv[2], NULL, 0),
                        (unsigned int)strtoul(argv[3], NULL, 0));
     fprintf(stderr, "usage: sim_guest passthrough|strings|threads N ROUNDS|"
-            "two-handles|extract FIRST LAST\n");
+            "two-handles|pause|extract FIRST LAST\n");
     return 2;
 }

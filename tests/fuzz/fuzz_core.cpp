@@ -193,6 +193,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             if (!alive)
                 break;
             bool start = in.ConsumeBool();
+            if (in.ConsumeProbability<float>() < 0.1f) { // the guest pauses / resumes
+                w.op<void>(gv, start ? XEN_BUSPROF_pause : XEN_BUSPROF_resume, nullptr);
+                break;
+            }
             if (in.ConsumeProbability<float>() < 0.3f) {
                 xen_busprof_dom0_trap t{};
                 t.domid = target(in);

@@ -84,6 +84,13 @@ int bp_start_trap(bp_handle *h, unsigned int first, unsigned int last);
 /* Stop trapping [first, last], exactly as started.  ENOENT: not trapped. */
 int bp_stop_trap(bp_handle *h, unsigned int first, unsigned int last);
 
+/* Ask the profiler to pause / resume recording: accesses stay trapped and
+ * served, and those made between bp_pause and bp_resume are not recorded
+ * (a session that is not recording is left as it is).  ENXIO: no profiler
+ * attached; ETIMEDOUT: its control ring stayed full for a second. */
+int bp_pause(bp_handle *h);
+int bp_resume(bp_handle *h);
+
 /* Copy this domain's recorded transactions on ports [first, last] of the
  * profiler's current session into buf (room for cap records).  Returns the
  * number copied.  If cap is too small: -1, errno ENOBUFS, and *needed (if

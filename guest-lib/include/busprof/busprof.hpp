@@ -60,6 +60,15 @@ class Handle {
         }
     }
 
+    void pause() const {
+        if (bp_pause(h_) < 0)
+            throw_bp_error("bp_pause");
+    }
+    void resume() const {
+        if (bp_resume(h_) < 0)
+            throw_bp_error("bp_resume");
+    }
+
   private:
     bp_handle* h_;
 };

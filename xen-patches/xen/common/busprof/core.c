@@ -220,6 +220,37 @@ static int trap_remove(struct domain *d, const struct xen_busprof_trap *t,
     return rc;
 }
 
+/*
+ * The guest pauses or resumes the recording.  Xen keeps no state for it:
+ * the message, in the ring between the guest's accesses, is the request.
+ * Refused rather than lost when the ring is full.
+ */
+static int pause_resume(struct vcpu *v, bool pause)
+{
+    struct domain *d = v->domain;
+    struct busprof_domain *bd = busprof_get(d, false);
+    int rc;
+
+    if ( !bd )
+        return -ENXIO;
+
+    spin_lock(&bd->lock);
+    rc = -ENXIO;
+    if ( !bd->attached )
+        goto out;
+    rc = -EAGAIN;
+    if ( ctrl_ring_full(bd) )
+        goto out;
+    ctrl_post(d, bd, pause ? XEN_BUSPROF_CTRL_pause : XEN_BUSPROF_CTRL_resume,
+              v->vcpu_id, 0, 0, 0, 0, 0, 0);
+    rc = 0;
+
+ out:
+    spin_unlock(&bd->lock);
+
+    return rc;
+}
+
 static bool extract_matches(const struct busprof_domain *bd,
                             const struct vcpu *v,
                             const struct xen_busprof_extract *x)
@@ -615,6 +646,10 @@ long busprof_op(struct vcpu *curr, unsigned int cmd,
 
     case XEN_BUSPROF_extract:
         return extract(curr, arg);
+
+    case XEN_BUSPROF_pause:
+    case XEN_BUSPROF_resume:
+        return pause_resume(curr, cmd == XEN_BUSPROF_pause);
     }
 
     if ( cmd >= XEN_BUSPROF_DOM0_BASE )

@@ -10,7 +10,8 @@
  *  1.0 (0x00010000): initial version.
  *  1.1 (0x00010001): XEN_BUSPROF_trap and XEN_BUSPROF_untrap; the control
  *       message's pad became flags (XEN_BUSPROF_CTRL_FROM_DOM0); the record
- *       flag XEN_BUSPROF_RECORD_PRE_TRIGGER.
+ *       flag XEN_BUSPROF_RECORD_PRE_TRIGGER; the guest's XEN_BUSPROF_pause
+ *       and XEN_BUSPROF_resume with their control messages.
  * Every 64-bit field sits at a naturally aligned offset and every struct
  * is a multiple of 8 bytes, so the layout is the same for all x86-64
  * compilers without the tools-only uint64_aligned_t.  64-bit guests only.
@@ -48,7 +49,8 @@
  *  -ENOENT     no such trapped range / no such domain
  *  -ENXIO      no profiler attached to the domain
  *  -EBUSY      a profiler is attached already / another extract in flight
- *  -EAGAIN     extract: the profiler is working on it, call again
+ *  -EAGAIN     extract: the profiler is working on it, call again;
+ *              pause/resume: the control ring is full, call again
  *  -ETIMEDOUT  extract: the profiler did not answer within ten times the
  *              attach's timeout_ms
  *  -EOPNOTSUPP unknown sub-op
@@ -138,6 +140,18 @@ struct xen_busprof_extract {
     XEN_GUEST_HANDLE(xen_busprof_record_t) buffer; /* IN */
 };
 typedef struct xen_busprof_extract xen_busprof_extract_t;
+
+/*
+ * Guest: ask the profiler to pause / resume recording (the application's
+ * own pause of the profiling session).  No argument (pass NULL).  Accesses
+ * are still trapped and served while paused; only the recording stops.  The
+ * request reaches the profiler in order with the guest's accesses: every
+ * access made before the call is recorded, none made after it until the
+ * resume.  -ENXIO without a profiler; -EAGAIN while the control ring is full
+ * (nothing was posted: call again).
+ */
+#define XEN_BUSPROF_pause                 4
+#define XEN_BUSPROF_resume                5
 
 #define XEN_BUSPROF_DOM0_BASE             16
 
@@ -254,6 +268,8 @@ typedef struct xen_busprof_dom0_trap xen_busprof_dom0_trap_t;
 #define XEN_BUSPROF_CTRL_timeout          4 /* first = port: an access was
                                                completed without the profiler */
 #define XEN_BUSPROF_CTRL_detach           5 /* the profiler was detached */
+#define XEN_BUSPROF_CTRL_pause            6 /* vcpu: the guest asked to pause */
+#define XEN_BUSPROF_CTRL_resume           7 /* vcpu: the guest asked to resume */
 
 /*
  * Control message flags.  FROM_DOM0: dom0 made the change (XEN_BUSPROF_trap,
