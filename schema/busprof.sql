@@ -52,6 +52,8 @@ CREATE TABLE IF NOT EXISTS transactions (
     t_bus_end_ns INTEGER,              -- daemon, immediately after the real bus access (ns); NULL: no bus access was made
     t_resume_ns INTEGER NOT NULL,      -- Xen resumed the guest vCPU with the result (ns); for 'timeout' rows: when the daemon learnt of the timeout
     clock_skewed INTEGER NOT NULL DEFAULT 0 CHECK (clock_skewed IN (0, 1)), -- 1: Xen's stamps contradict the daemon's (t_trap_ns > t_bus_begin_ns or t_resume_ns < t_bus_end_ns, which cannot happen on one clock): Xen's CPU and dom0's clocks disagreed here, so this row's overhead is not to be trusted; the stamps are stored as measured
+    task INTEGER,                      -- who made the access: on Xen the guest's page-table base (CR3) during it, which names the guest process (printf('0x%x', task)); on the simulator the guest thread's id; NULL if Xen gave no stamp
+    pcpu INTEGER,                      -- the physical CPU the guest's vCPU ran on when it made the access; NULL if Xen gave no stamp
     pre_trigger INTEGER NOT NULL DEFAULT 0 CHECK (pre_trigger IN (0, 1)), -- 1: served before recording started and kept by the pre-trigger window (busprof daemon --pre-trigger N): one of the last N accesses before the start
     status TEXT NOT NULL CHECK (status IN ('ok', 'timeout', 'error')) -- 'ok'; 'timeout': Xen completed the access without the daemon's answer, value is what the guest got (all ones for 'in'), t_bus_* NULL if the daemon then left the bus alone, set if it had already made the access (a late 'out' did reach the device); 'error': refused, no bus access made, value all ones
 );

@@ -13,6 +13,7 @@ extern "C" {
 #include <cstring>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sstream>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -263,7 +264,7 @@ SimHypervisor::SimHypervisor(std::string socket_path, std::vector<DomainConfig> 
         dom->d.host = dom.get();
         dom->vcpus.resize(cfg.vcpus);
         for (unsigned i = 0; i < cfg.vcpus; i++)
-            dom->vcpus[i] = {i, &dom->d};
+            dom->vcpus[i] = {i, 0, &dom->d};
         dom->vcpu_used.assign(cfg.vcpus, false);
         for (auto r : cfg.ioports)
             if (busprof_ranges_add(&dom->ioports, r.first, r.last, true))
@@ -275,7 +276,7 @@ SimHypervisor::SimHypervisor(std::string socket_path, std::vector<DomainConfig> 
     dom0_->d.domain_id = 0;
     dom0_->d.max_vcpus = 1;
     dom0_->d.host = dom0_.get();
-    dom0_->vcpus.push_back({0, &dom0_->d});
+    dom0_->vcpus.push_back({0, 0, &dom0_->d});
     wake_ = make_eventfd();
 
     // Only this user (and root, which ignores modes) may connect: the
@@ -559,7 +560,7 @@ void SimHypervisor::handle(Conn& c, const bp_sim_msg& m, const std::vector<uint8
             r.rc = -EPERM;
             break;
         }
-        pio(c, r);
+        pio(c, r, m.nr);
         break;
 
     case BP_SIM_ACQUIRE_MACHINE:
@@ -692,7 +693,7 @@ void SimHypervisor::hypercall(Conn& c, const bp_sim_msg& m, const std::vector<ui
 }
 
 // A guest's IN/OUT: what Xen's handle_pio and ioreq_send do.
-void SimHypervisor::pio(Conn& c, bp_sim_msg& r) {
+void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
     Domain* dom = c.dom;
     struct vcpu* v = &dom->vcpus[c.vcpu];
     unsigned size = r.size;
@@ -705,8 +706,13 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r) {
     const uint32_t ones = size == 4 ? 0xffffffffu : (1u << (8 * size)) - 1;
     const bool permitted = busprof_ranges_covers(&dom->ioports, r.port, r.port + size - 1);
 
-    if (busprof_pio_trapped(&dom->d, r.port, size))
-        busprof_stamp_trap(v, r.rip);
+    if (busprof_pio_trapped(&dom->d, r.port, size)) {
+        // Who made it: the guest thread (the guest library sends its id in
+        // nr), on the CPU this simulated vCPU runs on now.
+        int cpu = ::sched_getcpu();
+        v->processor = cpu < 0 ? 0 : static_cast<unsigned>(cpu);
+        busprof_stamp_trap(v, r.rip, task);
+    }
 
     // The server the access is sent to, kept for as long as the access
     // waits on it.

@@ -61,7 +61,7 @@ class SimHypervisor {
     void reap_finished();
     void serve(std::shared_ptr<Conn> c);
     void handle(Conn& c, const ::bp_sim_msg& m, const std::vector<uint8_t>& payload);
-    void pio(Conn& c, ::bp_sim_msg& r);
+    void pio(Conn& c, ::bp_sim_msg& r, uint64_t task);
     void hypercall(Conn& c, const ::bp_sim_msg& m, const std::vector<uint8_t>& payload,
                    ::bp_sim_msg& r, std::vector<uint8_t>& out);
     void drop_conn(Conn& c);

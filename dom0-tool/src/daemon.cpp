@@ -453,7 +453,10 @@ void Daemon::serve_ioreq(unsigned v) {
     serve_ctrl_ring();
 
     const xen_busprof_stamp& st = chan_->page->stamp[v];
+    const xen_busprof_who& who = chan_->page->who[v];
     uint64_t seq = st.seq, rip = st.rip, tsc_trap = st.tsc_trap;
+    uint64_t task = who.task;
+    uint32_t pcpu = who.pcpu;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     bool stamped = seq != last_stamp_seq_[v];
     if (stamped)
@@ -511,6 +514,10 @@ void Daemon::serve_ioreq(unsigned v) {
     pd.r.status = status;
     pd.r.value = value & mask;
     pd.r.rip = stamped ? rip : 0;
+    // A Xen of interface 1.0 leaves who[] as zeros: not known then.
+    pd.r.who_known = stamped && chan_->page->version >= 0x00010001u;
+    pd.r.task = pd.r.who_known ? task : 0;
+    pd.r.pcpu = pd.r.who_known ? pcpu : 0;
     pd.r.t_trap_ns = stamped ? to_ns(tsc_trap) : (t0 ? t0 : now);
     pd.r.t_bus_begin_ns = t0;
     pd.r.t_bus_end_ns = t1;

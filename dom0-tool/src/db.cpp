@@ -471,8 +471,8 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
         Stmt ins(db_.get(),
                  "INSERT INTO transactions (session_id, domid, vcpu, rip, port, size, dir,"
                  " value, t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns, status,"
-                 " clock_skewed, pre_trigger)"
-                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+                 " clock_skewed, pre_trigger, task, pcpu)"
+                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
         size_t next = 0;
         auto insert_to = [&](size_t end) {
             for (; next < end; next++) {
@@ -488,6 +488,13 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
                 ins.bind(13, status_name(r.status));
                 ins.bind(14, (r.flags & XEN_BUSPROF_RECORD_CLOCK_SKEWED) ? 1 : 0);
                 ins.bind(15, (r.flags & XEN_BUSPROF_RECORD_PRE_TRIGGER) ? 1 : 0);
+                if (r.who_known) {
+                    ins.bind(16, static_cast<int64_t>(r.task));
+                    ins.bind(17, static_cast<int64_t>(r.pcpu));
+                } else {
+                    ins.bind_null(16);
+                    ins.bind_null(17);
+                }
                 ins.step();
                 ins.reset();
                 per_session[ord]++;

@@ -25,6 +25,9 @@ struct Record {
     uint32_t value;
     uint64_t rip;
     uint64_t t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns; // t_bus_*: 0 if no bus access
+    uint64_t task;  // who: the guest's CR3 on Xen, its thread id on the simulator
+    uint32_t pcpu;  // the physical CPU the vCPU ran on
+    bool who_known; // task and pcpu came with Xen's stamp
 };
 
 // How far a record's stamps from Xen's clock (t_trap, t_resume) contradict

@@ -6,6 +6,7 @@
  * back when it exits.  The SIGSEGV trap and the simulator's address are
  * the process's, shared by all its handles and kept while one is open.
  */
+#define _GNU_SOURCE /* gettid */
 #include "bp_private.h"
 #include "pio_trap.h"
 
@@ -169,6 +170,7 @@ static int sim_forward(void *ctx, struct bp_pio *pio)
     m.dir = pio->is_write ? XEN_BUSPROF_DIR_OUT : XEN_BUSPROF_DIR_IN;
     m.value = pio->value;
     m.rip = pio->rip;
+    m.nr = (uint32_t)gettid(); /* the task that made it, as Xen's CR3 */
 
     rc = sim_call(&m, NULL, 0, NULL, 0, NULL);
     if ( rc < 0 )

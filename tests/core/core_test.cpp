@@ -1076,11 +1076,26 @@ TEST_F(Core, NothingIsTrappedInAnUnconfiguredDomain) {
 
 // -------------------------------------------------------------------- stamps
 
+TEST_F(Core, StampTrapSaysWhoMadeTheAccess) {
+    ready();
+    auto* pg = page();
+    gv[1].processor = 7;
+    busprof_stamp_trap(&gv[1], 0x401000, 0x1234000);
+    EXPECT_EQ(pg->who[1].task, 0x1234000u);
+    EXPECT_EQ(pg->who[1].pcpu, 7u);
+    gv[1].processor = 3;
+    busprof_stamp_trap(&gv[1], 0x401004, 0x5678000);
+    EXPECT_EQ(pg->who[1].task, 0x5678000u);
+    EXPECT_EQ(pg->who[1].pcpu, 3u);
+    EXPECT_EQ(pg->who[0].task, 0u); // other vCPUs' untouched
+    EXPECT_EQ(pg->stamp[1].seq, 2u);
+}
+
 TEST_F(Core, StampTrapAndResumeFillTheVcpusSlot) {
     ready();
     auto* pg = page();
     host().tsc = 5000;
-    busprof_stamp_trap(&gv[2], 0xffffffff81001234ull);
+    busprof_stamp_trap(&gv[2], 0xffffffff81001234ull, 0);
     EXPECT_EQ(pg->stamp[2].seq, 1u);
     EXPECT_EQ(pg->stamp[2].rip, 0xffffffff81001234ull);
     EXPECT_EQ(pg->stamp[2].tsc_trap, 5000u);
@@ -1093,7 +1108,7 @@ TEST_F(Core, StampTrapAndResumeFillTheVcpusSlot) {
     EXPECT_EQ(pg->stamp[2].tsc_trap, 5000u);
 
     host().tsc = 9000;
-    busprof_stamp_trap(&gv[2], 0x401000);
+    busprof_stamp_trap(&gv[2], 0x401000, 0);
     EXPECT_EQ(pg->stamp[2].seq, 2u);
     EXPECT_EQ(pg->stamp[2].rip, 0x401000u);
     EXPECT_EQ(pg->stamp[2].tsc_trap, 9000u);
@@ -1112,10 +1127,10 @@ TEST_F(Core, StampTrapAndResumeFillTheVcpusSlot) {
 }
 
 TEST_F(Core, StampsWithoutAProfilerAreIgnored) {
-    busprof_stamp_trap(&gv[0], 1); // no state at all
+    busprof_stamp_trap(&gv[0], 1, 0); // no state at all
     busprof_stamp_resume(&gv[0]);
     ASSERT_EQ(allow(0x70, 0x71), 0);
-    busprof_stamp_trap(&gv[0], 1); // state, no page
+    busprof_stamp_trap(&gv[0], 1, 0); // state, no page
     busprof_stamp_resume(&gv[0]);
     EXPECT_EQ(query().trapped, 0u);
 }
@@ -1593,9 +1608,9 @@ TEST_F(Core, DetachUnmapsTrapsFreesResourcesAndKeepsThePolicy) {
 TEST_F(Core, QueryReportsCounters) {
     ready();
     ASSERT_EQ(start(0x70, 0x71), 0);
-    busprof_stamp_trap(&gv[0], 1);
-    busprof_stamp_trap(&gv[1], 2);
-    busprof_stamp_trap(&gv[1], 3);
+    busprof_stamp_trap(&gv[0], 1, 0);
+    busprof_stamp_trap(&gv[1], 2, 0);
+    busprof_stamp_trap(&gv[1], 3, 0);
     auto q = query();
     EXPECT_EQ(q.attached, 1u);
     EXPECT_EQ(q.trapped, 3u);

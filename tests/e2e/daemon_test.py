@@ -440,9 +440,11 @@ def plain_guest(rig, iterations):
                LD_PRELOAD=rig.exe("guest-lib/libbusprof-simcpu.so"),
                # a sanitizer build: its runtime need not come first
                ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
-    r = subprocess.run([rig.exe("tests/e2e/busprof_porttest"), str(iterations), "0x3f8"],
-                       capture_output=True, text=True, env=env, timeout=60)
-    assert r.returncode == 0 and "SCRATCH-OK" in r.stdout, r.stdout + r.stderr
+    p = subprocess.Popen([rig.exe("tests/e2e/busprof_porttest"), str(iterations), "0x3f8"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0 and "SCRATCH-OK" in out, out + err
+    plain_guest.pid = p.pid  # its one thread: the task of its accesses
     return 2 + 2 * 8 + 2 * iterations + 1  # LSR and scratch, fixed pairs, pairs, restore
 
 
@@ -477,6 +479,7 @@ def dom0_traps_an_unmodified_guest(rig):
     r = rig.busprof("trap", DOMAIN, "--ports", "0x3fc-0x3ff", *args, check=False)
     assert r.returncode == 1 and "overlap" in r.stderr, r.stderr
     made = plain_guest(rig, 50)
+    porttest_pid = plain_guest.pid
     # The guest finds the range trapped, and gets dom0's records back.
     g = rig.sim_guest("extract", "0x3f8", "0x3ff")
     assert g.returncode == 0 and f"EXTRACT {made} records" in g.stdout, g.stdout + g.stderr
@@ -492,6 +495,11 @@ def dom0_traps_an_unmodified_guest(rig):
     assert len(rows) == made, (len(rows), made)
     assert {r[0] for r in rows} == {0x3fd, 0x3ff} and {r[3] for r in rows} == {"ok"}, rows[:4]
     assert all(r[5] != 0 for r in rows), "a row without the guest's RIP"
+    # Who made them: porttest's one thread, on one of this machine's CPUs.
+    who = query(rig.db, "SELECT DISTINCT task FROM transactions")
+    assert who == [(porttest_pid,)], (who, porttest_pid)
+    cpus = {c for (c,) in query(rig.db, "SELECT DISTINCT pcpu FROM transactions")}
+    assert cpus <= set(range(os.cpu_count())), cpus
     # Each value written to the scratch register is read back by the next access.
     scratch = [(d, v) for p, d, v, *_ in rows if p == 0x3ff]
     pairs = [(a, b) for a, b in zip(scratch, scratch[1:]) if a[0] == "out" and b[0] == "in"]

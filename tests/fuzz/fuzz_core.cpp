@@ -268,7 +268,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             if (busprof_pio_trapped(&w.guest, p, sz)) {
                 if (!testhost::permitted(kGuest, p, p + sz - 1))
                     fail("an access trapped to a port the guest may not access", p, sz);
-                busprof_stamp_trap(gv, in.ConsumeIntegral<uint64_t>());
+                busprof_stamp_trap(gv, in.ConsumeIntegral<uint64_t>(),
+                                   in.ConsumeIntegral<uint64_t>());
                 if (in.ConsumeBool())
                     busprof_stamp_resume(gv);
                 else

@@ -28,7 +28,8 @@
 enum bp_sim_type {
     BP_SIM_HELLO = 1,          /* IN: role, domid (guest) | OUT: vcpu, nr_vcpus */
     BP_SIM_HYPERCALL,          /* IN: cmd, arg, nr records | OUT: rc, arg, records */
-    BP_SIM_PIO,                /* guest: port, size, dir, value, rip | OUT: value */
+    BP_SIM_PIO,                /* guest: port, size, dir, value, rip, nr = the
+                                  guest thread's id (its task) | OUT: value */
     BP_SIM_CREATE_IOREQ_SERVER,/* dom0: domid | OUT: ioservid, nr_vcpus, fds:
                                   ioreq page, then per vCPU: to_dm, from_dm */
     BP_SIM_ACQUIRE_PAGE,       /* dom0: domid | OUT: fd of the busprof page */

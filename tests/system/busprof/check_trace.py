@@ -17,7 +17,9 @@ Exit 0 only if, for every guest:
     (what the guest's firmware did to COM2 before it comes first, served and ok),
     each ok with a user-space RIP, every value written read back by the next
     access; its markers say dom0 trapped and untrapped COM2 (origin 'dom0', no vCPU)
-    and the driver's say the guest trapped (origin 'guest').
+    and the driver's say the guest trapped (origin 'guest');
+  - each program's accesses name one page-table base as their task (one
+    process made them) and a physical CPU.
 """
 import os
 import re
@@ -64,6 +66,7 @@ def check_guest(db, outdir, name):
               f"{int(domid)} OR vcpu != 0 OR rip = 0 OR status != 'ok')")[0]
     if other:
         problems.append(f"{other} transactions with a wrong domid or vCPU, no RIP or not ok")
+    problems += check_who(db, sid, "the driver's")
     plain_problems, plain_sid, firmware = check_plain(db, sid, domid)
     problems += plain_problems
     if plain_sid is not None:
@@ -71,6 +74,21 @@ def check_guest(db, outdir, name):
     return problems, [(name, domid) + figures(db, sid)] + \
         ([(name + "/plain", domid) + figures(db, plain_sid) + (firmware,)]
          if plain_sid is not None else [])
+
+
+def check_who(db, sid, whose, from_id=0):
+    """Who made the accesses (task, pcpu): one user process made them, so one
+    page-table base (CR3 without its PCID and flag bits), and a physical CPU."""
+    problems = []
+    rows = db.execute("SELECT task, pcpu FROM transactions WHERE session_id = ? AND id >= ?",
+                      (sid, from_id)).fetchall()
+    bases = {(t or 0) & 0x000ffffffffff000 for t, _ in rows}
+    if len(bases) != 1 or 0 in bases:
+        problems.append(f"{whose} accesses name {len(bases)} page-table bases as their task"
+                        f" ({', '.join(hex(b) for b in sorted(bases)[:4])}), not one process's")
+    if any(p is None or not 0 <= p < 4096 for _, p in rows):
+        problems.append(f"{whose} accesses without a physical CPU")
+    return problems
 
 
 def check_stamps(db, sid):
@@ -136,6 +154,10 @@ def check_plain(db, driver_sid, domid):
         problems.append(f"{len(odd)} accesses before porttest's not to COM2 or not ok: {odd[0]}")
     bad = [r for r in rows if r[0] not in (0x2fd, 0x2ff) or r[3] != "ok" or r[4] != 0
            or not 0 < r[5] < 0x800000000000]
+    first_plain = db.execute("SELECT id FROM transactions WHERE session_id = ? ORDER BY id"
+                             " LIMIT 1 OFFSET ?", (sid, len(early))).fetchone()
+    if first_plain:
+        problems += check_who(db, sid, "porttest's", first_plain[0])
     if bad:
         problems.append(f"{len(bad)} of porttest's transactions on another port, not ok, on"
                         f" another vCPU or without a user-space RIP, e.g. {bad[0]}")

@@ -11,6 +11,7 @@ struct busprof_domain;
 
 struct vcpu {
     unsigned int vcpu_id;
+    unsigned int processor;     /* the physical CPU it runs on */
     struct domain *domain;
 };
 

@@ -677,10 +677,11 @@ bool busprof_pio_trapped(struct domain *d, unsigned int port,
     return trapped;
 }
 
-void busprof_stamp_trap(struct vcpu *v, uint64_t rip)
+void busprof_stamp_trap(struct vcpu *v, uint64_t rip, uint64_t task)
 {
     struct busprof_domain *bd = v->domain->busprof;
     struct xen_busprof_stamp *s;
+    struct xen_busprof_who *w;
 
     if ( !bd )
         return;
@@ -689,8 +690,11 @@ void busprof_stamp_trap(struct vcpu *v, uint64_t rip)
     if ( bd->page && v->vcpu_id < XEN_BUSPROF_MAX_VCPUS )
     {
         s = &bd->page->stamp[v->vcpu_id];
+        w = &bd->page->who[v->vcpu_id];
         s->rip = rip;
         s->tsc_trap = busprof_host_tsc();
+        w->task = task;
+        w->pcpu = v->processor;
         smp_wmb();
         s->seq++;
         bd->trapped++;

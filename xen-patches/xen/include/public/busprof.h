@@ -11,7 +11,8 @@
  *  1.1 (0x00010001): XEN_BUSPROF_trap and XEN_BUSPROF_untrap; the control
  *       message's pad became flags (XEN_BUSPROF_CTRL_FROM_DOM0); the record
  *       flag XEN_BUSPROF_RECORD_PRE_TRIGGER; the guest's XEN_BUSPROF_pause
- *       and XEN_BUSPROF_resume with their control messages.
+ *       and XEN_BUSPROF_resume with their control messages; who[] in the
+ *       busprof page (after stamp[], which keeps its place).
  * Every 64-bit field sits at a naturally aligned offset and every struct
  * is a multiple of 8 bytes, so the layout is the same for all x86-64
  * compilers without the tools-only uint64_aligned_t.  64-bit guests only.
@@ -304,6 +305,18 @@ struct xen_busprof_stamp {
     uint64_t tsc_resume;
 };
 
+/*
+ * Who made a trapped access, written with stamp[v] before its seq
+ * increments (interface 1.1).  task: the guest's page-table base (CR3)
+ * during the access, which names the guest process on Xen (0 if the vCPU
+ * has none); pcpu: the physical CPU the vCPU ran on.
+ */
+struct xen_busprof_who {
+    uint64_t task;
+    uint32_t pcpu;
+    uint32_t pad;
+};
+
 /* tsc values are CLOCK_MONOTONIC nanoseconds of dom0 already. */
 #define XEN_BUSPROF_PAGE_CLOCK_MONOTONIC  (1u << 0)
 
@@ -319,6 +332,7 @@ struct xen_busprof_page {
     uint64_t pad[4];
     struct xen_busprof_ctrl_msg ring[XEN_BUSPROF_CTRL_RING_SIZE];
     struct xen_busprof_stamp stamp[XEN_BUSPROF_MAX_VCPUS];
+    struct xen_busprof_who who[XEN_BUSPROF_MAX_VCPUS];
 };
 
 /* Resource type for XENMEM_acquire_resource (public/memory.h). */

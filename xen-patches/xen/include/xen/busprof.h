@@ -82,7 +82,7 @@ long busprof_op(struct vcpu *curr, unsigned int cmd,
 bool busprof_pio_trapped(struct domain *d, unsigned int port,
                          unsigned int size);
 /* Stamp v before its ioreq is sent / when it resumes after the answer. */
-void busprof_stamp_trap(struct vcpu *v, uint64_t rip);
+void busprof_stamp_trap(struct vcpu *v, uint64_t rip, uint64_t task);
 void busprof_stamp_resume(struct vcpu *v);
 /* v's access to port was completed without the profiler (it timed out or
  * went away): count it, tell the profiler, drop the domain's traps. */
