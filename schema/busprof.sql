@@ -21,8 +21,9 @@ CREATE TABLE IF NOT EXISTS sessions (
     bus TEXT NOT NULL,                 -- bus backend that performed the accesses: 'sim' or 'port'
     state TEXT NOT NULL
         CHECK (state IN ('configured', 'profiling', 'paused', 'stopped', 'aborted')), -- current state of the session state machine; 'aborted': its daemon ended without stopping it (killed, crashed), found when the DB was next opened for writing
-    start_trigger TEXT NOT NULL,       -- what starts recording: 'start_trap', 'accesses:N' (after N accesses: the first N are not recorded) or 'manual'
-    stop_trigger TEXT NOT NULL,        -- what stops it besides 'busprof stop' and the daemon's end: 'manual' (nothing else), or a comma-separated list of 'records:N', 'duration:NS', 'stop_trap'
+    start_trigger TEXT NOT NULL,       -- what starts recording: 'start_trap', 'accesses:N' (after N accesses: the first N are not recorded), 'on:COND' (at the first access that matches COND, busprof(1) --start-on; it is recorded) or 'manual'
+    pre_trigger INTEGER NOT NULL DEFAULT 0, -- the pre-trigger window asked for (--pre-trigger N): up to N accesses served before the start are kept, transactions.pre_trigger = 1; 0: none
+    stop_trigger TEXT NOT NULL,        -- what stops it besides 'busprof stop' and the daemon's end: 'manual' (nothing else), or a comma-separated list of 'records:N', 'duration:NS', 'stop_trap', 'on:COND' (after the first recorded access that matches COND)
     created_ns INTEGER NOT NULL,       -- when the daemon attached to the domain (ns)
     started_ns INTEGER,                -- when recording first began (ns); NULL before
     stopped_ns INTEGER,                -- when the session stopped (ns); NULL while not stopped

@@ -77,7 +77,8 @@ void Daemon::begin_session(uint64_t now) {
                    to_string(session_.state()),
                    cfg_.triggers.start_text(),
                    cfg_.triggers.stop_text(),
-                   now};
+                   now,
+                   cfg_.triggers.pre_trigger};
     session_ord_ = writer_->begin_session(row);
     pre_window_.clear(); // the last session's
     counters_.clock_error_ns = clock_error_ns_;

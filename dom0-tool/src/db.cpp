@@ -420,11 +420,12 @@ void Writer::apply_note(Note& n, std::vector<int64_t>& rows,
                         std::vector<ExtractRequest>& extracts) {
     if (auto* s = std::get_if<SessionRow>(&n.body)) {
         Stmt st(db_.get(), "INSERT INTO sessions (domid, domain_name, backend, bus, state,"
-                           " start_trigger, stop_trigger, created_ns, owner)"
-                           " VALUES (?,?,?,?,?,?,?,?,?)");
+                           " start_trigger, stop_trigger, created_ns, owner, pre_trigger)"
+                           " VALUES (?,?,?,?,?,?,?,?,?,?)");
         st.bind(1, s->domid).bind(2, s->domain_name).bind(3, s->backend).bind(4, s->bus);
         st.bind(5, s->state).bind(6, s->start_trigger).bind(7, s->stop_trigger);
         st.bind(8, static_cast<int64_t>(s->created_ns)).bind(9, owner_self());
+        st.bind(10, static_cast<int64_t>(s->pre_trigger));
         st.step();
         if (rows.size() <= n.session)
             rows.resize(n.session + 1, 0);

@@ -65,6 +65,7 @@ struct SessionRow {
     uint16_t domid;
     std::string domain_name, backend, bus, state, start_trigger, stop_trigger;
     uint64_t created_ns;
+    uint64_t pre_trigger = 0; // --pre-trigger N
 };
 
 // What the daemon knows of a session at a moment: the latest one written wins.

@@ -543,8 +543,9 @@ def triggers_on_a_match_keep_the_pre_trigger_window(rig):
     assert lines[0] == f"EXTRACT {len(want)} records", g.stdout
     assert [line.endswith(" pre-trigger") for line in lines[1:]] == [w[3] == 1 for w in want], \
         g.stdout
-    s = query(rig.db, "SELECT start_trigger, stop_trigger, state, unrecorded FROM sessions")
-    assert s == [("on:port=0x3ff,dir=out,value=0xaa", "on:port=0x3ff,dir=in,value&0xff=0x5a",
+    s = query(rig.db, "SELECT start_trigger, pre_trigger, stop_trigger, state, unrecorded"
+                      " FROM sessions")
+    assert s == [("on:port=0x3ff,dir=out,value=0xaa", 5, "on:port=0x3ff,dir=in,value&0xff=0x5a",
                   "stopped", made - len(want))], (s, made)
     marks = query(rig.db, "SELECT kind, cause FROM markers WHERE kind IN ('start', 'stop')")
     assert marks == [("start", "on:port=0x3ff,dir=out,value=0xaa"),
