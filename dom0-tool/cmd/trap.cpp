@@ -123,8 +123,12 @@ void setup_one(CLI::App& app, Globals& g, Runner& run, bool trap) {
                     exact |= q.traps[i].first == r.first && q.traps[i].last == r.last;
                     overlap |= q.traps[i].first <= r.last && r.first <= q.traps[i].last;
                 }
+                bool again = false; // this call names an overlapping range before
                 for (size_t j = 0; j < k; j++)
-                    overlap |= ranges[j].first <= r.last && r.first <= ranges[j].last;
+                    again |= ranges[j].first <= r.last && r.first <= ranges[j].last;
+                if (again)
+                    throw UserError("ports " + range_text(r) + " overlap another range of --ports",
+                                    "name each range once");
                 if (!trap && !exact)
                     refused(false, d, r, -ENOENT);
                 if (trap && !covered(r))

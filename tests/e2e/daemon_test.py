@@ -485,6 +485,10 @@ def dom0_traps_an_unmodified_guest(rig):
     assert g.returncode == 0 and f"EXTRACT {made} records" in g.stdout, g.stdout + g.stderr
     r = rig.busprof("untrap", DOMAIN, "--ports", "0x3f8-0x3fb", *args, check=False)
     assert r.returncode == 1 and "not a trapped range" in r.stderr, r.stderr
+    r = rig.busprof("untrap", DOMAIN, "--ports", "0x3f8-0x3ff,0x3f8-0x3ff", *args, check=False)
+    assert r.returncode == 1 and "overlap another range of --ports" in r.stderr, r.stderr
+    out = rig.busprof("policy", DOMAIN, *args).stdout
+    assert re.search(r"traps:\s+0x3f8-0x3ff\n", out), out  # untouched
     r = rig.busprof("untrap", DOMAIN, "--ports", "0x3f8-0x3ff", *args)
     assert "traps: (none)" in r.stdout, r.stdout
     plain_guest(rig, 20)  # untrapped: the same device, not recorded
