@@ -76,7 +76,6 @@ struct SimHypervisor::Conn {
 
 struct IoreqServer {
     int owner = 0; // the dom0 connection that created it
-    busprof_rangeset ports{};
     FD ioreq_fd;
     shared_iopage_t* ioreq = nullptr;
     std::vector<FD> to_dm, from_dm; // per vCPU
@@ -168,14 +167,11 @@ bool busprof_host_ioports_permitted(const struct domain* d, unsigned int first, 
     return busprof_ranges_covers(&host_of(d)->ioports, first, last);
 }
 
-int busprof_host_map_ports(struct domain* d, uint16_t ioservid, unsigned int first,
-                           unsigned int last, bool map) {
+// The simulator's one ioreq server has id 0 and is dom0's.
+int busprof_host_server_ready(struct domain* d, uint16_t ioservid, domid_t profiler) {
     auto* dom = host_of(d);
     std::lock_guard lk(dom->mu);
-    if (!dom->server || ioservid != 0)
-        return -ENOENT;
-    return map ? busprof_ranges_add(&dom->server->ports, first, last, true)
-               : busprof_ranges_remove(&dom->server->ports, first, last, false);
+    return dom->server && ioservid == 0 && profiler == 0 ? 0 : -ENXIO;
 }
 
 struct xen_busprof_page* busprof_host_page_alloc(struct domain* d) {
@@ -706,7 +702,22 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
     const uint32_t ones = size == 4 ? 0xffffffffu : (1u << (8 * size)) - 1;
     const bool permitted = busprof_ranges_covers(&dom->ioports, r.port, r.port + size - 1);
 
-    if (busprof_pio_trapped(&dom->d, r.port, size)) {
+    // The routing decision is the hypervisor core's, as in Xen's I/O path
+    // (busprof_ioreq_route()): the server it names, kept for as long as
+    // the access waits on it.
+    struct busprof_route route {};
+    const bool trapped = busprof_route(&dom->d, r.port, size, &route);
+    std::shared_ptr<IoreqServer> srv;
+    if (trapped) {
+        std::lock_guard lk(dom->mu);
+        if (dom->server && route.ioservid == 0 && route.profiler == 0)
+            srv = dom->server;
+    }
+    if (trapped && !srv) {
+        // The profiler's server is gone: drop the traps, and the access
+        // takes its usual path.
+        busprof_access_timeout(v, r.port);
+    } else if (trapped) {
         // Who made it: the guest thread (the guest library sends its id in
         // nr), on the CPU this simulated vCPU runs on now.
         int cpu = ::sched_getcpu();
@@ -714,30 +725,24 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
         busprof_stamp_trap(v, r.rip, task);
     }
 
-    // The server the access is sent to, kept for as long as the access
-    // waits on it.
-    std::shared_ptr<IoreqServer> srv;
     ioreq_t* p = nullptr;
     int to_dm = -1, from_dm = -1;
-    {
+    if (srv) {
         std::lock_guard lk(dom->mu);
-        if (dom->server && busprof_ranges_covers(&dom->server->ports, r.port, r.port + size - 1)) {
-            srv = dom->server;
-            p = &srv->ioreq->vcpu_ioreq[c.vcpu];
-            to_dm = srv->to_dm[c.vcpu].get();
-            from_dm = srv->from_dm[c.vcpu].get();
-            p->addr = r.port;
-            p->data = r.dir == XEN_BUSPROF_DIR_OUT ? r.value : 0;
-            p->count = 1;
-            p->size = size;
-            p->vp_eport = c.vcpu;
-            p->data_is_ptr = 0;
-            p->dir = r.dir == XEN_BUSPROF_DIR_IN ? IOREQ_READ : IOREQ_WRITE;
-            p->df = 0;
-            p->type = IOREQ_TYPE_PIO;
-            __atomic_thread_fence(__ATOMIC_RELEASE);
-            p->state = STATE_IOREQ_READY;
-        }
+        p = &srv->ioreq->vcpu_ioreq[c.vcpu];
+        to_dm = srv->to_dm[c.vcpu].get();
+        from_dm = srv->from_dm[c.vcpu].get();
+        p->addr = r.port;
+        p->data = r.dir == XEN_BUSPROF_DIR_OUT ? r.value : 0;
+        p->count = 1;
+        p->size = size;
+        p->vp_eport = c.vcpu;
+        p->data_is_ptr = 0;
+        p->dir = r.dir == XEN_BUSPROF_DIR_IN ? IOREQ_READ : IOREQ_WRITE;
+        p->df = 0;
+        p->type = IOREQ_TYPE_PIO;
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+        p->state = STATE_IOREQ_READY;
     }
     if (!p) {
         if (permitted) {

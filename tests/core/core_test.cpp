@@ -404,12 +404,8 @@ class Core : public ::testing::Test {
     }
 
     unsigned ctrl_port() { return host().evtchn_allocs.at(0).port; }
-    unsigned unmaps() {
-        unsigned n = 0;
-        for (auto& c : host().map_calls)
-            n += !c.map;
-        return n;
-    }
+    // Does the core send an access to port to the profiler?
+    bool routes(unsigned port) { return busprof_route(&guest, port, 1, nullptr); }
 };
 
 // ---------------------------------------------------------- policy and traps
@@ -418,7 +414,7 @@ TEST_F(Core, StartTrapWithoutAnyPolicyIsEPERM) {
     EXPECT_EQ(start(0x3f8, 0x3ff), -EPERM); // domain never configured
     ASSERT_EQ(attach(), 0);
     EXPECT_EQ(start(0x3f8, 0x3ff), -EPERM); // attached, empty policy
-    EXPECT_TRUE(host().map_calls.empty());
+    EXPECT_TRUE(host().server_checks.empty());
 }
 
 TEST_F(Core, StartTrapBeyondThePolicyIsEPERM) {
@@ -434,7 +430,7 @@ TEST_F(Core, StartTrapOutsideThePortsTheDomainMayAccessIsEPERM) {
     ASSERT_EQ(attach(), 0);
     EXPECT_EQ(start(0x3f0, 0x3ff), -EPERM);
     EXPECT_EQ(start(0x3f7, 0x3f8), -EPERM);
-    EXPECT_TRUE(host().map_calls.empty());
+    EXPECT_TRUE(host().server_checks.empty());
     EXPECT_EQ(query().nr_traps, 0u);
     EXPECT_EQ(start(0x3f8, 0x3ff), 0);
 }
@@ -442,7 +438,7 @@ TEST_F(Core, StartTrapOutsideThePortsTheDomainMayAccessIsEPERM) {
 TEST_F(Core, StartTrapWithoutProfilerIsENXIO) {
     ASSERT_EQ(allow(0x3f8, 0x3ff), 0);
     EXPECT_EQ(start(0x3f8, 0x3ff), -ENXIO);
-    EXPECT_TRUE(host().map_calls.empty());
+    EXPECT_TRUE(host().server_checks.empty());
 }
 
 TEST_F(Core, StartTrapOverlappingATrappedRangeIsEEXIST) {
@@ -450,7 +446,7 @@ TEST_F(Core, StartTrapOverlappingATrappedRangeIsEEXIST) {
     ASSERT_EQ(start(0x3f8, 0x3fb), 0);
     EXPECT_EQ(start(0x3fb, 0x3ff), -EEXIST);
     EXPECT_EQ(start(0x3f8, 0x3fb), -EEXIST);
-    EXPECT_EQ(host().map_calls.size(), 1u);
+    EXPECT_EQ(host().server_checks.size(), 1u);
     EXPECT_EQ(query().nr_traps, 1u);
 }
 
@@ -466,18 +462,22 @@ TEST_F(Core, StartTrapOfAnAdjacentRangeIsAllowed) {
     EXPECT_EQ(q.traps[1].last, 0x3ff);
 }
 
-TEST_F(Core, StartTrapMapsThePortsAndPostsAStartMessage) {
+TEST_F(Core, StartTrapChecksTheServerRoutesThePortsAndPostsAStartMessage) {
     ready();
     host().tsc = 123456;
+    EXPECT_FALSE(routes(0x3f9));
     ASSERT_EQ(start(0x3f9, 0x3fd, 2), 0);
 
-    ASSERT_EQ(host().map_calls.size(), 1u);
-    auto c = host().map_calls[0];
+    // The host is asked whether the profiler's server is there, nothing else.
+    ASSERT_EQ(host().server_checks.size(), 1u);
+    auto c = host().server_checks[0];
     EXPECT_EQ(c.domid, kGuest);
     EXPECT_EQ(c.ioservid, kIoserv);
-    EXPECT_EQ(c.first, 0x3f9u);
-    EXPECT_EQ(c.last, 0x3fdu);
-    EXPECT_TRUE(c.map);
+    EXPECT_EQ(c.profiler, 0); // dom0 attached
+    EXPECT_FALSE(routes(0x3f8));
+    EXPECT_TRUE(routes(0x3f9));
+    EXPECT_TRUE(routes(0x3fd));
+    EXPECT_FALSE(routes(0x3fe));
 
     auto m = consume();
     ASSERT_EQ(m.size(), 1u);
@@ -493,19 +493,52 @@ TEST_F(Core, StartTrapMapsThePortsAndPostsAStartMessage) {
     EXPECT_EQ(host().notifies[0].port, ctrl_port());
 }
 
-TEST_F(Core, StopTrapUnmapsThePortsAndPostsAStopMessage) {
+// Xen's I/O path and the simulator both ask busprof_route() where a trapped
+// access goes: the server of the profiler attached now, never a mix of two
+// attachments.
+TEST_F(Core, RouteNamesTheServerOfTheProfilerAttachedNow) {
+    ready();
+    ASSERT_EQ(start(0x3f8, 0x3ff), 0);
+    struct busprof_route r {
+        0xffff, 0xffff
+    };
+    ASSERT_TRUE(busprof_route(&guest, 0x3fc, 4, &r));
+    EXPECT_EQ(r.ioservid, kIoserv);
+    EXPECT_EQ(r.profiler, 0);
+
+    // Only an access wholly inside, of a size the I/O path can make; r is
+    // left alone otherwise.
+    r = {7, 7};
+    EXPECT_FALSE(busprof_route(&guest, 0x3fe, 4, &r));
+    EXPECT_FALSE(busprof_route(&guest, 0x3f8, 3, &r));
+    EXPECT_FALSE(busprof_route(&guest, 0x3f7, 2, &r));
+    EXPECT_EQ(r.ioservid, 7);
+
+    // The next profiler's server, once it attached and trapped again.
+    ASSERT_EQ(detach(), 0);
+    EXPECT_FALSE(busprof_route(&guest, 0x3f8, 1, &r));
+    xen_busprof_attach a{};
+    a.domid = kGuest;
+    a.ioservid = kIoserv + 1;
+    a.version = XEN_BUSPROF_INTERFACE_VERSION;
+    ASSERT_EQ(op(&dom0_v, XEN_BUSPROF_attach, &a), 0);
+    ASSERT_EQ(start(0x3f8, 0x3ff), 0);
+    ASSERT_TRUE(busprof_route(&guest, 0x3f8, 1, &r));
+    EXPECT_EQ(r.ioservid, kIoserv + 1);
+    EXPECT_EQ(host().server_checks.back().ioservid, kIoserv + 1);
+}
+
+TEST_F(Core, StopTrapStopsRoutingThePortsAndPostsAStopMessage) {
     ready();
     ASSERT_EQ(start(0x70, 0x71, 1), 0);
     consume();
     host().tsc = 999;
+    ASSERT_TRUE(routes(0x71));
     ASSERT_EQ(stop(0x70, 0x71, 3), 0);
 
-    ASSERT_EQ(host().map_calls.size(), 2u);
-    auto c = host().map_calls[1];
-    EXPECT_EQ(c.ioservid, kIoserv);
-    EXPECT_EQ(c.first, 0x70u);
-    EXPECT_EQ(c.last, 0x71u);
-    EXPECT_FALSE(c.map);
+    EXPECT_EQ(host().server_checks.size(), 1u); // only start_trap asks
+    EXPECT_FALSE(routes(0x70));
+    EXPECT_FALSE(routes(0x71));
 
     auto m = consume();
     ASSERT_EQ(m.size(), 1u);
@@ -536,18 +569,20 @@ TEST_F(Core, StopTrapOfARangeNotTrappedIsENOENT) {
     ASSERT_EQ(start(0x3f8, 0x3ff), 0);
     EXPECT_EQ(stop(0x3f8, 0x3fb), -ENOENT); // part of a trapped range
     EXPECT_EQ(stop(0x3f0, 0x3ff), -ENOENT);
-    EXPECT_EQ(unmaps(), 0u);
+    EXPECT_TRUE(routes(0x3f8));
+    EXPECT_TRUE(routes(0x3ff));
     EXPECT_EQ(query().nr_traps, 1u);
     EXPECT_EQ(stop(0x3f8, 0x3ff), 0);
 }
 
-TEST_F(Core, StartTrapFailsWithTheHostsErrorWhenMappingFails) {
+TEST_F(Core, StartTrapFailsWithTheHostsErrorWhenTheServerIsNotThere) {
     ready();
-    host().map_rc = -ENOSPC;
-    EXPECT_EQ(start(0x3f8, 0x3ff), -ENOSPC);
+    host().server_rc = -ENXIO;
+    EXPECT_EQ(start(0x3f8, 0x3ff), -ENXIO);
     EXPECT_EQ(query().nr_traps, 0u);
     EXPECT_TRUE(pending().empty());
-    host().map_rc = 0;
+    EXPECT_FALSE(routes(0x3f8));
+    host().server_rc = 0;
     EXPECT_EQ(start(0x3f8, 0x3ff), 0);
 }
 
@@ -558,7 +593,7 @@ TEST_F(Core, SeventeenthTrapIsENOSPC) {
     for (unsigned i = 0; i < XEN_BUSPROF_MAX_RANGES; i++)
         ASSERT_EQ(start(0x100 + i, 0x100 + i), 0) << i;
     EXPECT_EQ(start(0x180, 0x180), -ENOSPC);
-    EXPECT_EQ(host().map_calls.size(), XEN_BUSPROF_MAX_RANGES);
+    EXPECT_EQ(host().server_checks.size(), XEN_BUSPROF_MAX_RANGES);
 }
 
 TEST_F(Core, PolicyAllowMergesAdjacentRanges) {
@@ -596,14 +631,13 @@ TEST_F(Core, RevokingPolicyDropsTheTrapsOutsideIt) {
     ASSERT_EQ(start(0x3fc, 0x3ff, 1), 0);
     ASSERT_EQ(start(0x70, 0x71), 0);
     consume();
-    host().map_calls.clear();
 
     ASSERT_EQ(revoke(0x3fe, 0x3fe), 0); // cuts into the second trap only
 
-    ASSERT_EQ(host().map_calls.size(), 1u);
-    EXPECT_FALSE(host().map_calls[0].map);
-    EXPECT_EQ(host().map_calls[0].first, 0x3fcu);
-    EXPECT_EQ(host().map_calls[0].last, 0x3ffu);
+    EXPECT_TRUE(routes(0x3fb));
+    EXPECT_FALSE(routes(0x3fc)); // the whole trap goes, not just the port
+    EXPECT_FALSE(routes(0x3fe));
+    EXPECT_TRUE(routes(0x70));
     auto m = consume();
     ASSERT_EQ(m.size(), 1u);
     EXPECT_EQ(m[0].kind, XEN_BUSPROF_CTRL_stop_trap);
@@ -621,7 +655,8 @@ TEST_F(Core, RevokingPolicyDropsTheTrapsOutsideIt) {
 
     // Revoking everything drops every trap.
     ASSERT_EQ(revoke(0, 0xffff), 0);
-    EXPECT_EQ(unmaps(), 3u);
+    EXPECT_FALSE(routes(0x70));
+    EXPECT_FALSE(routes(0x3f8));
     EXPECT_EQ(consume().size(), 2u);
     EXPECT_EQ(query().nr_traps, 0u);
 }
@@ -635,7 +670,7 @@ TEST_F(Core, RevokeThatCannotSplitIsENOSPCAndKeepsTheTraps) {
     EXPECT_EQ(revoke(1, 2), -ENOSPC);
     EXPECT_EQ(query().nr_traps, 1u);
     EXPECT_EQ(query().nr_policy, XEN_BUSPROF_MAX_RANGES);
-    EXPECT_EQ(unmaps(), 0u);
+    EXPECT_TRUE(routes(1));
 }
 
 // ------------------------------------------------------- traps dom0 sets for a guest
@@ -653,7 +688,7 @@ TEST_F(Core, Dom0TrapHasTheGuestsChecksAndErrors) {
     EXPECT_EQ(dom0_trap(XEN_BUSPROF_trap, 0x3ff, 0x3f8), -EINVAL);
     EXPECT_EQ(dom0_trap(XEN_BUSPROF_trap, 0x3f8, 0x3ff, 1), -EINVAL); // flags
     EXPECT_EQ(dom0_trap(XEN_BUSPROF_trap, 0x3f8, 0x3ff, 0, 77), -ESRCH);
-    EXPECT_TRUE(host().map_calls.empty());
+    EXPECT_TRUE(host().server_checks.empty());
     EXPECT_TRUE(pending().empty());
     EXPECT_EQ(dom0_trap(XEN_BUSPROF_untrap, 0x3f8, 0x3ff), -ENOENT);
 }
@@ -664,9 +699,8 @@ TEST_F(Core, Dom0TrapRoutesTheGuestsAccessesAndSaysWhoDidIt) {
     ASSERT_EQ(dom0_trap(XEN_BUSPROF_trap, 0x3f8, 0x3ff), 0);
     EXPECT_TRUE(busprof_pio_trapped(&guest, 0x3ff, 1));
     EXPECT_FALSE(busprof_pio_trapped(&guest, 0x70, 1));
-    ASSERT_EQ(host().map_calls.size(), 1u);
-    EXPECT_TRUE(host().map_calls[0].map);
-    EXPECT_EQ(host().map_calls[0].ioservid, kIoserv);
+    ASSERT_EQ(host().server_checks.size(), 1u);
+    EXPECT_EQ(host().server_checks[0].ioservid, kIoserv);
 
     auto m = consume();
     ASSERT_EQ(m.size(), 1u);
@@ -777,7 +811,7 @@ TEST_F(Core, TrapWithNonZeroFlagsIsEINVAL) {
     ready();
     EXPECT_EQ(trap(XEN_BUSPROF_start_trap, 0x3f8, 0x3ff, 0, 1), -EINVAL);
     EXPECT_EQ(trap(XEN_BUSPROF_start_trap, 0x3f8, 0x3ff, 0, 0x80000000u), -EINVAL);
-    EXPECT_TRUE(host().map_calls.empty());
+    EXPECT_TRUE(host().server_checks.empty());
     ASSERT_EQ(start(0x3f8, 0x3ff), 0);
     EXPECT_EQ(trap(XEN_BUSPROF_stop_trap, 0x3f8, 0x3ff, 0, 1), -EINVAL);
     EXPECT_EQ(query().nr_traps, 1u);
@@ -1523,16 +1557,13 @@ TEST_F(Core, AccessTimeoutCountsNotifiesAndDropsTheTraps) {
     ASSERT_EQ(start(0x3f8, 0x3ff), 0);
     ASSERT_EQ(start(0x70, 0x71), 0);
     consume();
-    host().map_calls.clear();
     unsigned port = ctrl_port();
 
     busprof_access_timeout(&gv[1], 0x3f9);
 
-    // The traps are unmapped.
-    ASSERT_EQ(host().map_calls.size(), 2u);
-    for (auto& c : host().map_calls)
-        EXPECT_FALSE(c.map);
-    EXPECT_EQ(host().map_calls[0].first + host().map_calls[1].first, 0x3f8u + 0x70u);
+    // Nothing is routed to the profiler any more.
+    EXPECT_FALSE(routes(0x3f9));
+    EXPECT_FALSE(routes(0x70));
 
     // The page (freed by the detach) had the timeout and the detach message.
     auto m = freed_page_pending();
@@ -1583,8 +1614,10 @@ TEST_F(Core, DetachUnmapsTrapsFreesResourcesAndKeepsThePolicy) {
     consume();
     unsigned port = ctrl_port();
 
+    ASSERT_TRUE(routes(0x3f8));
     ASSERT_EQ(detach(), 0);
-    EXPECT_EQ(unmaps(), 2u);
+    EXPECT_FALSE(routes(0x3f8));
+    EXPECT_FALSE(routes(0x70));
     EXPECT_EQ(host().pages_freed, 1u);
     EXPECT_EQ(page(), nullptr);
     ASSERT_EQ(host().evtchn_frees.size(), 1u);
@@ -1661,7 +1694,7 @@ TEST_F(Core, DomainDestroyFreesEverything) {
     EXPECT_EQ(host().pages_freed, host().pages_allocated);
     EXPECT_TRUE(host().live_pages.empty());
     EXPECT_EQ(host().evtchn_frees.size(), 1u);
-    EXPECT_EQ(unmaps(), 1u);
+    EXPECT_FALSE(routes(0x3f8));
     // Destroying again, or an unconfigured domain, is harmless.
     busprof_domain_destroy(&guest);
     busprof_detach_domain(&guest);

@@ -68,10 +68,9 @@ bool busprof_host_ioports_permitted(const struct domain* d, unsigned int first, 
     return testhost::permitted(d->domain_id, first, last);
 }
 
-int busprof_host_map_ports(struct domain* d, uint16_t ioservid, unsigned int first,
-                           unsigned int last, bool map) {
-    host().map_calls.push_back({d->domain_id, ioservid, first, last, map});
-    return map ? host().map_rc : 0;
+int busprof_host_server_ready(struct domain* d, uint16_t ioservid, domid_t profiler) {
+    host().server_checks.push_back({d->domain_id, ioservid, profiler});
+    return host().server_rc;
 }
 
 struct xen_busprof_page* busprof_host_page_alloc(struct domain* d) {

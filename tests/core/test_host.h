@@ -14,11 +14,10 @@ extern "C" {
 
 namespace testhost {
 
-struct MapCall {
+struct ServerCheck {
     domid_t domid;
     uint16_t ioservid;
-    unsigned first, last;
-    bool map;
+    domid_t profiler;
 };
 
 struct PortCall {
@@ -37,14 +36,14 @@ struct Host {
     std::map<domid_t, std::vector<Range>> ioports;
 
     // Recorded calls.
-    std::vector<MapCall> map_calls;
+    std::vector<ServerCheck> server_checks;
     std::vector<PortCall> notifies;
     std::vector<PortCall> evtchn_allocs; // port handed out
     std::vector<PortCall> evtchn_frees;
     unsigned get_target_calls = 0, put_target_calls = 0;
 
     // Failure injection.
-    int map_rc = 0; // returned by map_ports(map = true)
+    int server_rc = 0; // returned by server_ready
     bool page_alloc_fails = false;
     int evtchn_alloc_rc = 0; // < 0: evtchn_alloc fails with it
 

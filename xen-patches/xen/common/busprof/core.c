@@ -8,10 +8,10 @@
  * The range must be allowed by the policy dom0 set for the domain and be
  * accessible to the domain at all, so the profiler never touches a port
  * on a guest's behalf that the guest could not touch itself.  The I/O
- * path asks busprof_pio_trapped() and sends a trapped access to the
- * profiler's ioreq server by its id (no ranges are registered with the
- * server); every trapped access is stamped here and then travels as an
- * ordinary ioreq.
+ * path asks busprof_route() where an access goes and sends a trapped one
+ * to the profiler's ioreq server by its id (no ranges are registered with
+ * the server); every trapped access is stamped here and then travels as
+ * an ordinary ioreq.
  */
 
 #include <xen/busprof.h>
@@ -115,14 +115,9 @@ static void extract_reset(struct busprof_domain *bd)
 /* Caller holds bd->lock. */
 static void detach_locked(struct domain *d, struct busprof_domain *bd)
 {
-    unsigned int i;
-
     if ( !bd->attached )
         return;
 
-    for ( i = 0; i < bd->traps.nr; i++ )
-        busprof_host_map_ports(d, bd->ioservid, bd->traps.r[i].first,
-                               bd->traps.r[i].last, false);
     bd->traps.nr = 0;
 
     ctrl_post(d, bd, XEN_BUSPROF_CTRL_detach, 0, 0, 0, 0, 0, 0, 0);
@@ -178,7 +173,7 @@ static int trap_add(struct domain *d, const struct xen_busprof_trap *t,
     if ( bd->traps.nr == XEN_BUSPROF_MAX_RANGES )
         goto out;
 
-    rc = busprof_host_map_ports(d, bd->ioservid, t->first, t->last, true);
+    rc = busprof_host_server_ready(d, bd->ioservid, bd->profiler);
     if ( rc )
         goto out;
 
@@ -209,11 +204,8 @@ static int trap_remove(struct domain *d, const struct xen_busprof_trap *t,
 
     rc = busprof_ranges_remove(&bd->traps, t->first, t->last, true);
     if ( !rc )
-    {
-        busprof_host_map_ports(d, bd->ioservid, t->first, t->last, false);
         ctrl_post(d, bd, XEN_BUSPROF_CTRL_stop_trap, vcpu, flags, t->first,
                   t->last, 0, 0, 0);
-    }
 
     spin_unlock(&bd->lock);
 
@@ -495,7 +487,6 @@ static int policy(struct domain *d, const struct xen_busprof_policy *p,
                 i++;
                 continue;
             }
-            busprof_host_map_ports(d, bd->ioservid, t.first, t.last, false);
             busprof_ranges_remove(&bd->traps, t.first, t.last, true);
             ctrl_post(d, bd, XEN_BUSPROF_CTRL_stop_trap, 0,
                       XEN_BUSPROF_CTRL_FROM_DOM0, t.first, t.last, 0, 0, 0);
@@ -658,8 +649,8 @@ long busprof_op(struct vcpu *curr, unsigned int cmd,
     return -EOPNOTSUPP;
 }
 
-bool busprof_pio_trapped(struct domain *d, unsigned int port,
-                         unsigned int size)
+bool busprof_route(struct domain *d, unsigned int port, unsigned int size,
+                   struct busprof_route *r)
 {
     struct busprof_domain *bd = d->busprof;
     bool trapped;
@@ -672,9 +663,20 @@ bool busprof_pio_trapped(struct domain *d, unsigned int port,
     /* Like ioreq server selection, only an access wholly inside. */
     trapped = bd->attached &&
               busprof_ranges_covers(&bd->traps, port, port + size - 1);
+    if ( trapped && r )
+    {
+        r->ioservid = bd->ioservid;
+        r->profiler = bd->profiler;
+    }
     spin_unlock(&bd->lock);
 
     return trapped;
+}
+
+bool busprof_pio_trapped(struct domain *d, unsigned int port,
+                         unsigned int size)
+{
+    return busprof_route(d, port, size, NULL);
 }
 
 void busprof_stamp_trap(struct vcpu *v, uint64_t rip, uint64_t task)

@@ -78,7 +78,24 @@ struct busprof_domain {
 long busprof_op(struct vcpu *curr, unsigned int cmd,
                 XEN_GUEST_HANDLE_PARAM(void) arg);
 
-/* I/O path hooks.  trapped: is this access of d sent to the profiler? */
+/* Where a trapped access goes: the profiler's ioreq server, by its id. */
+struct busprof_route {
+    uint16_t ioservid;
+    domid_t profiler;                 /* the domain that runs the server */
+};
+
+/*
+ * The routing decision, the one Xen's I/O path and the simulator both
+ * make: is this access of d sent to the profiler?  Only an access wholly
+ * inside a trapped range, while a profiler is attached.  If so and r is
+ * not NULL, *r names the profiler's server, read under the same lock as
+ * the decision.  The caller sends the access there if that server is
+ * still there and the profiler's (else busprof_access_timeout()), and
+ * stamps it with busprof_stamp_trap() just before.
+ */
+bool busprof_route(struct domain *d, unsigned int port, unsigned int size,
+                   struct busprof_route *r);
+/* busprof_route() without the destination. */
 bool busprof_pio_trapped(struct domain *d, unsigned int port,
                          unsigned int size);
 /* Stamp v before its ioreq is sent / when it resumes after the answer. */
@@ -105,13 +122,12 @@ void busprof_host_put_target(struct domain *d);
 bool busprof_host_ioports_permitted(const struct domain *d,
                                     unsigned int first, unsigned int last);
 /*
- * [first, last] starts / stops being trapped for ioreq server ioservid of d.
- * Xen only checks on start that the server is there (its I/O path routes a
- * trapped port to the server by id); the simulator keeps the ranges it
- * routes by.  Nothing is registered with the ioreq server itself.
+ * Is ioservid an enabled ioreq server of d run by domain profiler?  0 or
+ * -ENXIO.  Asked when a range starts being trapped; nothing is registered
+ * with the server, busprof_route() is what sends an access to it.
  */
-int busprof_host_map_ports(struct domain *d, uint16_t ioservid,
-                           unsigned int first, unsigned int last, bool map);
+int busprof_host_server_ready(struct domain *d, uint16_t ioservid,
+                              domid_t profiler);
 /* The busprof page of d, shareable with the profiler. */
 struct xen_busprof_page *busprof_host_page_alloc(struct domain *d);
 void busprof_host_page_free(struct domain *d, struct xen_busprof_page *pg);
