@@ -128,8 +128,8 @@ void setup_demo(CLI::App& app, Globals& g, Runner& run) {
                     p.domid = 1;
                     p.first = static_cast<uint16_t>(f);
                     p.last = static_cast<uint16_t>(l);
-                    if (long rc = hv->op(XEN_BUSPROF_policy_allow, &p, sizeof(p)); rc < 0)
-                        throw UserError("policy: " + op_error(rc));
+                    if (Status st = hv->op(XEN_BUSPROF_policy_allow, &p, sizeof(p)); !st)
+                        throw UserError("policy: " + st.error().message());
                 }
             }
             std::printf("== policy: domain demo-guest may trap 0x3f8-0x3ff, 0x70-0x71\n");

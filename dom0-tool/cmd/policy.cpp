@@ -44,23 +44,19 @@ void setup_policy(CLI::App& app, Globals& g, Runner& run) {
                     p.domid = d.domid;
                     p.first = r.first;
                     p.last = r.last;
-                    long rc = hv->op(cmd, &p, sizeof(p));
-                    if (rc < 0)
+                    Status st = hv->op(cmd, &p, sizeof(p));
+                    if (!st)
                         throw UserError(
                             "cannot " +
                                 std::string(cmd == XEN_BUSPROF_policy_allow ? "allow" : "revoke") +
-                                " ports " + spec + " for " + d.name + ": " + op_error(rc),
-                            rc == -ENOSPC ? "at most 16 disjoint ranges per domain" : "");
+                                " ports " + spec + " for " + d.name + ": " + st.error().message(),
+                            st.error() == ENOSPC ? "at most 16 disjoint ranges per domain" : "");
                 }
             };
             apply(to_allow, XEN_BUSPROF_policy_allow);
             apply(to_revoke, XEN_BUSPROF_policy_revoke);
 
-            xen_busprof_query q{};
-            q.domid = d.domid;
-            long rc = hv->op(XEN_BUSPROF_query, &q, sizeof(q));
-            if (rc < 0)
-                throw UserError("cannot read the policy of " + d.name + ": " + op_error(rc));
+            auto q = query(*hv, d.domid).value_or_throw("cannot read the policy of " + d.name);
             std::printf("domain %s (id %u): profiler %s, %llu trapped accesses, %llu timeouts\n",
                         d.name.c_str(), d.domid, q.attached ? "attached" : "not attached",
                         static_cast<unsigned long long>(q.trapped),

@@ -22,7 +22,7 @@ std::string range_text(const PortRange& r) {
     return buf;
 }
 
-long dom0_trap(Hypervisor& hv, unsigned cmd, domid_t domid, const PortRange& r) {
+Status dom0_trap(Hypervisor& hv, unsigned cmd, domid_t domid, const PortRange& r) {
     xen_busprof_dom0_trap t{};
     t.domid = domid;
     t.first = r.first;
@@ -30,11 +30,11 @@ long dom0_trap(Hypervisor& hv, unsigned cmd, domid_t domid, const PortRange& r) 
     return hv.op(cmd, &t, sizeof(t));
 }
 
-[[noreturn]] void refused(bool trap, const DomainInfo& d, const PortRange& r, long rc) {
+[[noreturn]] void refused(bool trap, const DomainInfo& d, const PortRange& r, Errno e) {
     std::string what = std::string(trap ? "cannot trap" : "cannot untrap") + " ports " +
                        range_text(r) + " of " + d.name + ": ";
     std::string list = "'busprof policy " + d.name + "' lists the policy and the traps";
-    switch (-rc) {
+    switch (e.value()) {
     case EPERM:
         throw UserError(what + "outside its trap policy or outside the ports the domain may access",
                         list + "; allow them with 'busprof policy " + d.name +
@@ -56,16 +56,12 @@ long dom0_trap(Hypervisor& hv, unsigned cmd, domid_t domid, const PortRange& r) 
         throw UserError(what + "the hypervisor does not let dom0 set traps",
                         "that needs busprof's Xen patches of interface 1.1 or later");
     default:
-        throw UserError(what + op_error(rc));
+        throw UserError(what + e.message());
     }
 }
 
 void print_traps(Hypervisor& hv, const DomainInfo& d) {
-    xen_busprof_query q{};
-    q.domid = d.domid;
-    long rc = hv.op(XEN_BUSPROF_query, &q, sizeof(q));
-    if (rc < 0)
-        throw UserError("cannot read the traps of " + d.name + ": " + op_error(rc));
+    auto q = query(hv, d.domid).value_or_throw("cannot read the traps of " + d.name);
     std::printf("domain %s (id %u): traps:", d.name.c_str(), d.domid);
     for (unsigned i = 0; i < q.nr_traps && i < XEN_BUSPROF_MAX_RANGES; i++)
         std::printf(" 0x%x-0x%x", q.traps[i].first, q.traps[i].last);
@@ -99,11 +95,7 @@ void setup_one(CLI::App& app, Globals& g, Runner& run, bool trap) {
             // range before any is asked for, so that a bad range does not
             // leave the ones before it trapped (and their markers, and a
             // session started by them) behind.
-            xen_busprof_query q{};
-            q.domid = d.domid;
-            long qrc = hv->op(XEN_BUSPROF_query, &q, sizeof(q));
-            if (qrc < 0)
-                throw UserError("cannot read the traps of " + d.name + ": " + op_error(qrc));
+            auto q = query(*hv, d.domid).value_or_throw("cannot read the traps of " + d.name);
             unsigned nr_traps = std::min<unsigned>(q.nr_traps, XEN_BUSPROF_MAX_RANGES);
             unsigned nr_policy = std::min<unsigned>(q.nr_policy, XEN_BUSPROF_MAX_RANGES);
             auto covered = [&](const PortRange& r) {
@@ -130,28 +122,28 @@ void setup_one(CLI::App& app, Globals& g, Runner& run, bool trap) {
                     throw UserError("ports " + range_text(r) + " overlap another range of --ports",
                                     "name each range once");
                 if (!trap && !exact)
-                    refused(false, d, r, -ENOENT);
+                    refused(false, d, r, Errno(ENOENT));
                 if (trap && !covered(r))
-                    refused(true, d, r, -EPERM);
+                    refused(true, d, r, Errno(EPERM));
                 if (trap && !q.attached)
-                    refused(true, d, r, -ENXIO);
+                    refused(true, d, r, Errno(ENXIO));
                 if (trap && overlap)
-                    refused(true, d, r, -EEXIST);
+                    refused(true, d, r, Errno(EEXIST));
             }
             if (trap && nr_traps + ranges.size() > XEN_BUSPROF_MAX_RANGES)
-                refused(true, d, ranges.back(), -ENOSPC);
+                refused(true, d, ranges.back(), Errno(ENOSPC));
             for (size_t i = 0; i < ranges.size(); i++) {
-                long rc = dom0_trap(*hv, trap ? XEN_BUSPROF_trap : XEN_BUSPROF_untrap, d.domid,
-                                    ranges[i]);
-                if (rc >= 0)
+                Status st = dom0_trap(*hv, trap ? XEN_BUSPROF_trap : XEN_BUSPROF_untrap, d.domid,
+                                      ranges[i]);
+                if (st)
                     continue;
                 // Xen's own checks found more (the domain's I/O permission,
                 // or the guest changed its traps since the query): the traps
                 // this call set go again.
                 if (trap)
                     for (size_t j = 0; j < i; j++)
-                        dom0_trap(*hv, XEN_BUSPROF_untrap, d.domid, ranges[j]);
-                refused(trap, d, ranges[i], rc);
+                        (void)dom0_trap(*hv, XEN_BUSPROF_untrap, d.domid, ranges[j]);
+                refused(trap, d, ranges[i], st.error());
             }
             print_traps(*hv, d);
             return EXIT_SUCCESS;

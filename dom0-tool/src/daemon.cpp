@@ -51,11 +51,11 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
         rep.total = res.total;
         rep.snapshot = res.snapshot;
         rep.nr = static_cast<uint32_t>(res.records.size());
-        long rc = hv->op(XEN_BUSPROF_extract_reply, &rep, sizeof(rep), res.records.data(),
-                         res.records.size());
-        if (rc < 0)
+        Status st = hv->op(XEN_BUSPROF_extract_reply, &rep, sizeof(rep), res.records.data(),
+                           res.records.size());
+        if (!st)
             std::fprintf(stderr, "busprof: warning: extract reply refused: %s\n",
-                         op_error(rc).c_str());
+                         st.error().message().c_str());
     });
 
     // The socket appears once the daemon is attached: a client that sees
@@ -123,17 +123,15 @@ int64_t Daemon::session_id(int wait_ms) {
 void Daemon::calibrate_clock() {
     uint64_t best = UINT64_MAX;
     for (int i = 0; i < 16; i++) {
-        xen_busprof_query q{};
-        q.domid = dom_.domid;
         uint64_t a = now_ns();
-        long rc = hv_->op(XEN_BUSPROF_query, &q, sizeof(q));
+        auto q = query(*hv_, dom_.domid);
         uint64_t b = now_ns();
-        if (rc < 0)
-            throw SystemError("reading Xen's clock (XEN_BUSPROF_query)", static_cast<int>(-rc));
+        if (!q)
+            throw SystemError("reading Xen's clock (XEN_BUSPROF_query)", q.error().value());
         if (b - a < best) {
             best = b - a;
             tsc_offset_ =
-                static_cast<int64_t>(a + (b - a) / 2) - static_cast<int64_t>(stamp_ns(q.now));
+                static_cast<int64_t>(a + (b - a) / 2) - static_cast<int64_t>(stamp_ns(q->now));
         }
     }
     clock_error_ns_ = static_cast<int64_t>(best / 2);
@@ -279,13 +277,12 @@ void Daemon::serve_ctrl_ring() {
 // Xen's trap table is the truth; after lost control messages the daemon
 // reads it instead of guessing.
 void Daemon::resync_traps() {
-    xen_busprof_query q{};
-    q.domid = dom_.domid;
-    if (hv_->op(XEN_BUSPROF_query, &q, sizeof(q)) < 0)
+    auto q = query(*hv_, dom_.domid);
+    if (!q)
         return;
     traps_.clear();
-    for (uint32_t i = 0; i < q.nr_traps && i < XEN_BUSPROF_MAX_RANGES; i++) {
-        auto r = std::make_pair(q.traps[i].first, q.traps[i].last);
+    for (uint32_t i = 0; i < q->nr_traps && i < XEN_BUSPROF_MAX_RANGES; i++) {
+        auto r = std::make_pair(q->traps[i].first, q->traps[i].last);
         if (grant(r, now_ns()))
             traps_.push_back(r);
     }

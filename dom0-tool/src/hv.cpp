@@ -3,23 +3,14 @@
 #include "hv.h"
 #include "error.h"
 
-#include <cstring>
-#include <utility>
-
 namespace busprof {
 
-std::string op_error(long rc) {
-    static const std::pair<int, const char*> names[] = {
-        {EPERM, "EPERM"},   {ENOENT, "ENOENT"},       {ESRCH, "ESRCH"},
-        {ENXIO, "ENXIO"},   {EBUSY, "EBUSY"},         {EEXIST, "EEXIST"},
-        {EINVAL, "EINVAL"}, {ENOSPC, "ENOSPC"},       {E2BIG, "E2BIG"},
-        {EAGAIN, "EAGAIN"}, {ETIMEDOUT, "ETIMEDOUT"}, {EOPNOTSUPP, "EOPNOTSUPP"},
-        {EFAULT, "EFAULT"}, {ENOMEM, "ENOMEM"}};
-    int e = static_cast<int>(-rc);
-    for (auto& [n, s] : names)
-        if (n == e)
-            return std::string(std::strerror(e)) + " (" + s + ")";
-    return std::strerror(e);
+Result<xen_busprof_query> query(Hypervisor& hv, domid_t domid) {
+    xen_busprof_query q{};
+    q.domid = domid;
+    if (Status st = hv.op(XEN_BUSPROF_query, &q, sizeof(q)); !st)
+        return st.error();
+    return q;
 }
 
 std::unique_ptr<Hypervisor> make_hypervisor(const std::string& backend,

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "error.h"
+
 extern "C" {
 #include <busprof.h>
 #include <xen/hvm/ioreq.h>
@@ -52,10 +54,10 @@ class Hypervisor {
     virtual std::string name() const = 0;
     // A domain by name or numeric id.  Throws UserError if there is none.
     virtual DomainInfo lookup(const std::string& dom) = 0;
-    // A dom0 busprof_op sub-op; records go with extract_reply.
-    // Returns 0 or a negative errno value.
-    virtual long op(unsigned cmd, void* arg, size_t size,
-                    const xen_busprof_record* records = nullptr, size_t nr = 0) = 0;
+    // A dom0 busprof_op sub-op; records go with extract_reply.  The errno
+    // of a refusal is the caller's to interpret.
+    virtual Status op(unsigned cmd, void* arg, size_t size,
+                      const xen_busprof_record* records = nullptr, size_t nr = 0) = 0;
     // Creates an ioreq server, attaches it as the domain's profiler, maps
     // the busprof page and binds the event channels.  Throws.
     virtual std::unique_ptr<Channel> attach(const DomainInfo& d, unsigned timeout_ms) = 0;
@@ -68,7 +70,7 @@ std::unique_ptr<Hypervisor> make_xen_hypervisor();
 std::unique_ptr<Hypervisor> make_hypervisor(const std::string& backend,
                                             const std::string& sim_socket);
 
-// Message for a busprof_op error, e.g. "Operation not permitted (EPERM)".
-std::string op_error(long rc);
+// XEN_BUSPROF_query of a domain: its policy, traps, counters and clock.
+Result<xen_busprof_query> query(Hypervisor& hv, domid_t domid);
 
 } // namespace busprof

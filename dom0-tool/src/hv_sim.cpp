@@ -173,18 +173,18 @@ class SimHypervisorClient : public Hypervisor {
         return {m.domid, std::string(m.name, strnlen(m.name, sizeof(m.name))), m.nr_vcpus};
     }
 
-    long op(unsigned cmd, void* arg, size_t size, const xen_busprof_record* records,
-            size_t nr) override {
+    Status op(unsigned cmd, void* arg, size_t size, const xen_busprof_record* records,
+              size_t nr) override {
         bp_sim_msg m{};
         m.type = BP_SIM_HYPERCALL;
         m.cmd = cmd;
         if (size > sizeof(m.arg))
-            return -EINVAL;
+            return Errno(EINVAL);
         std::memcpy(m.arg, arg, size);
         conn_->call(m, records, nr);
         if (m.rc == 0)
             std::memcpy(arg, m.arg, size);
-        return m.rc;
+        return status_of(m.rc);
     }
 
     std::unique_ptr<Channel> attach(const DomainInfo& d, unsigned timeout_ms) override {
@@ -215,10 +215,10 @@ class SimHypervisorClient : public Hypervisor {
         a.ioservid = m.ioservid;
         a.version = XEN_BUSPROF_INTERFACE_VERSION;
         a.timeout_ms = timeout_ms;
-        long rc = op(XEN_BUSPROF_attach, &a, sizeof(a), nullptr, 0);
-        if (rc < 0)
-            throw UserError("cannot attach to domain " + d.name + ": " + op_error(rc),
-                            rc == -EBUSY ? "another busprof daemon profiles it already" : "");
+        if (Status st = op(XEN_BUSPROF_attach, &a, sizeof(a), nullptr, 0); !st)
+            throw UserError("cannot attach to domain " + d.name + ": " + st.error().message(),
+                            st.error() == EBUSY ? "another busprof daemon profiles it already"
+                                                : "");
         ch->attached_ = true;
 
         fds.clear();

@@ -120,19 +120,19 @@ class Attachment {
     domid_t domid_ = 0;
 };
 
-UserError attach_error(const DomainInfo& d, long rc) {
+UserError attach_error(const DomainInfo& d, Errno e) {
     std::string hint;
-    if (rc == -EBUSY)
+    if (e == EBUSY)
         hint = "another busprof daemon profiles it already";
-    else if (rc == -E2BIG)
+    else if (e == E2BIG)
         hint = "busprof profiles guests with at most " + std::to_string(XEN_BUSPROF_MAX_VCPUS) +
                " vCPUs";
-    else if (rc == -EINVAL)
+    else if (e == EINVAL)
         hint = "this busprof and the running Xen may speak different busprof interface "
                "versions; rebuild both from the same tree";
-    else if (rc == -EPERM || rc == -EACCES)
+    else if (e == EPERM || e == EACCES)
         hint = kDom0Hint;
-    return UserError("cannot attach to domain " + d.name + ": " + op_error(rc), hint);
+    return UserError("cannot attach to domain " + d.name + ": " + e.message(), hint);
 }
 
 // Members are declared in the order attach() acquires them, so that both
@@ -183,9 +183,8 @@ class XenChannel : public Channel {
         a.ioservid = server_.id();
         a.version = XEN_BUSPROF_INTERFACE_VERSION;
         a.timeout_ms = timeout_ms;
-        long rc = call_->op(XEN_BUSPROF_attach, &a, sizeof(a));
-        if (rc < 0)
-            throw attach_error(d, rc);
+        if (long rc = call_->op(XEN_BUSPROF_attach, &a, sizeof(a)); rc < 0)
+            throw attach_error(d, Errno(static_cast<int>(-rc)));
         attachment_ = Attachment(call_, domid_);
         if (a.nr_vcpus > nr)
             throw SystemError(dom + ": Xen reports " + std::to_string(a.nr_vcpus) +
@@ -283,9 +282,9 @@ class XenHypervisor : public Hypervisor {
         return d;
     }
 
-    long op(unsigned cmd, void* arg, size_t size, const xen_busprof_record* records,
-            size_t nr) override {
-        return call_->op(cmd, arg, size, records, nr);
+    Status op(unsigned cmd, void* arg, size_t size, const xen_busprof_record* records,
+              size_t nr) override {
+        return status_of(call_->op(cmd, arg, size, records, nr));
     }
 
     std::unique_ptr<Channel> attach(const DomainInfo& d, unsigned timeout_ms) override {
@@ -310,19 +309,19 @@ class XenHypervisor : public Hypervisor {
     // Xen's word on the domain: it exists, is not dying, is not PV, and
     // this dom0 may act as its device model.
     void check(domid_t id, const std::string& dom) {
-        xen_busprof_query q{};
-        q.domid = id;
-        long rc = call_->op(XEN_BUSPROF_query, &q, sizeof(q));
-        if (rc == -ENOENT || rc == -ESRCH)
+        auto q = query(*this, id);
+        if (q.ok())
+            return;
+        Errno e = q.error();
+        if (e == ENOENT || e == ESRCH)
             throw no_domain(dom);
-        if (rc == -EOPNOTSUPP)
+        if (e == EOPNOTSUPP)
             throw UserError("domain '" + dom + "' is a PV guest",
                             "busprof traps the port I/O of HVM and PVH guests only");
-        if (rc == -EPERM || rc == -EACCES)
-            throw UserError("not allowed to profile domain '" + dom + "': " + op_error(rc),
+        if (e == EPERM || e == EACCES)
+            throw UserError("not allowed to profile domain '" + dom + "': " + e.message(),
                             id == 0 ? "busprof profiles guests, not dom0 itself" : kDom0Hint);
-        if (rc < 0)
-            throw UserError("cannot query domain '" + dom + "': " + op_error(rc));
+        throw UserError("cannot query domain '" + dom + "': " + e.message());
     }
 
     // xenstore is optional for numeric ids: without it they go unnamed.
