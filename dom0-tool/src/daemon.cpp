@@ -15,7 +15,9 @@ namespace busprof {
 Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers) {
     if (cfg_.domain.empty())
         throw UserError("no domain given", "name the guest to profile: busprof daemon DOMAIN");
-    if (cfg_.bus == "sim")
+    if (cfg_.bus_factory)
+        bus_ = cfg_.bus_factory();
+    else if (cfg_.bus == "sim")
         bus_ = make_sim_bus(cfg_.sim_bus);
     else if (cfg_.bus == "port")
         bus_ = make_port_bus();
@@ -23,7 +25,8 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
         throw UserError("unknown bus '" + cfg_.bus + "'", "use --bus sim or --bus port");
 
     writer_ = std::make_unique<Writer>(cfg_.db, cfg_.queue_capacity, cfg_.note_capacity);
-    hv_ = make_hypervisor(cfg_.backend, cfg_.sim_socket);
+    hv_ = cfg_.hypervisor_factory ? cfg_.hypervisor_factory()
+                                  : make_hypervisor(cfg_.backend, cfg_.sim_socket);
     dom_ = hv_->lookup(cfg_.domain);
     wake_ = FD(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!wake_)
@@ -280,12 +283,17 @@ void Daemon::resync_traps() {
     auto q = query(*hv_, dom_.domid);
     if (!q)
         return;
+    uint64_t now = now_ns();
     traps_.clear();
     for (uint32_t i = 0; i < q->nr_traps && i < XEN_BUSPROF_MAX_RANGES; i++) {
         auto r = std::make_pair(q->traps[i].first, q->traps[i].last);
-        if (grant(r, now_ns()))
+        if (grant(r, now))
             traps_.push_back(r);
     }
+    // A trap the daemon learns of here came with a start_trap message that
+    // was lost: it starts a session that waits for one all the same.
+    if (!traps_.empty() && session_.on_start_trap(now))
+        transition(nullptr, "start_trap", now);
 }
 
 // Bus permission for a range Xen trapped, once per range and kept to the

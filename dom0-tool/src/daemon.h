@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -40,6 +41,10 @@ struct DaemonConfig {
     size_t note_capacity = 4096;
     Triggers triggers;
     SimBusConfig sim_bus;
+    // Where the hypervisor and the bus come from when set (the daemon's
+    // unit tests give fakes); otherwise the backend and bus named above.
+    std::function<std::unique_ptr<Hypervisor>()> hypervisor_factory;
+    std::function<std::unique_ptr<Bus>()> bus_factory;
 };
 
 class Daemon {

@@ -1,0 +1,441 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// The daemon's ioreq thread against a fake hypervisor channel and a mock
+// bus: the order in which it reads the control ring, grants, serves and
+// records, without processes.  The fake channel is what Xen gives a
+// profiler (an ioreq page, the busprof page, events); the test plays Xen's
+// part on them from its own thread, and the writer stores into a real DB.
+#include "daemon.h"
+#include "error.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+namespace busprof {
+namespace {
+
+using ::testing::_;
+using ::testing::Invoke;
+using ::testing::NiceMock;
+using ::testing::Return;
+using ::testing::SetArgPointee;
+using ::testing::Throw;
+
+constexpr domid_t kDomid = 5;
+constexpr unsigned kVcpus = 2;
+
+// What Xen hands the profiler of one domain.  The test writes the ring, the
+// stamps and the ioreq slots as Xen would, and reports events through
+// report(); wait() returns them to the daemon.
+class FakeChannel : public Channel {
+  public:
+    FakeChannel() : kick_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+        ioreq = static_cast<shared_iopage_t*>(std::aligned_alloc(4096, 4096));
+        page = static_cast<xen_busprof_page*>(std::aligned_alloc(4096, 4096));
+        std::memset(ioreq, 0, 4096);
+        std::memset(page, 0, 4096);
+        page->version = XEN_BUSPROF_INTERFACE_VERSION;
+        page->tsc_khz = 1000000; // stamps in ns, on dom0's clock
+        page->nr_vcpus = kVcpus;
+        page->flags = XEN_BUSPROF_PAGE_CLOCK_MONOTONIC;
+        nr_vcpus = kVcpus;
+    }
+    ~FakeChannel() override {
+        std::free(ioreq);
+        std::free(page);
+        ::close(kick_);
+    }
+
+    void wait(int timeout_ms, int wake_fd, std::vector<Ev>& out) override {
+        pollfd pf[2] = {{kick_, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+        ::poll(pf, 2, timeout_ms);
+        uint64_t n;
+        (void)!::read(kick_, &n, sizeof(n));
+        std::lock_guard lk(mu_);
+        out.insert(out.end(), events_.begin(), events_.end());
+        events_.clear();
+    }
+
+    void notify_vcpu(unsigned v) override {
+        std::lock_guard lk(mu_);
+        answered_[v]++;
+        cv_.notify_all();
+    }
+
+    // --- Xen's side, from the test thread.
+    void report(Ev e) {
+        {
+            std::lock_guard lk(mu_);
+            events_.push_back(e);
+        }
+        uint64_t one = 1;
+        (void)!::write(kick_, &one, sizeof(one));
+    }
+
+    void post(uint32_t kind, uint16_t first = 0, uint16_t last = 0, uint16_t vcpu = 0) {
+        xen_busprof_ctrl_msg m{};
+        m.kind = kind;
+        m.vcpu = vcpu;
+        m.first = first;
+        m.last = last;
+        m.nr = XEN_BUSPROF_EXTRACT_MAX;
+        m.tsc = now();
+        m.seq = ++seq_;
+        uint32_t prod = page->ctrl_prod;
+        page->ring[prod % XEN_BUSPROF_CTRL_RING_SIZE] = m;
+        __atomic_store_n(&page->ctrl_prod, prod + 1, __ATOMIC_RELEASE);
+    }
+    uint64_t last_seq() const { return seq_; }
+
+    // A trapped access of vCPU v: stamped, then its ioreq made ready.
+    void send(unsigned v, uint16_t port, bool write, uint32_t data = 0) {
+        xen_busprof_stamp& st = page->stamp[v];
+        st.rip = 0x401000 + port;
+        st.tsc_trap = now();
+        page->who[v].task = 4242;
+        __atomic_store_n(&st.seq, st.seq + 1, __ATOMIC_RELEASE);
+        ioreq_t* p = &ioreq->vcpu_ioreq[v];
+        p->addr = port;
+        p->size = 1;
+        p->count = 1;
+        p->data = data;
+        p->dir = write ? IOREQ_WRITE : IOREQ_READ;
+        p->type = IOREQ_TYPE_PIO;
+        p->vp_eport = v;
+        __atomic_thread_fence(__ATOMIC_RELEASE); // a bit-field: no atomic store
+        p->state = STATE_IOREQ_READY;
+        report({Ev::ioreq, v});
+    }
+
+    // Waits for the daemon's answer to vCPU v's access and resumes the
+    // vCPU as Xen would; the value the guest reads.
+    uint32_t resume(unsigned v) {
+        std::unique_lock lk(mu_);
+        unsigned want = ++resumed_[v];
+        if (!cv_.wait_for(lk, std::chrono::seconds(10), [&] { return answered_[v] >= want; }))
+            ADD_FAILURE() << "vCPU " << v << " was never answered";
+        lk.unlock();
+        ioreq_t* p = &ioreq->vcpu_ioreq[v];
+        EXPECT_EQ(unsigned{static_cast<volatile ioreq_t*>(p)->state}, unsigned{STATE_IORESP_READY});
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        uint32_t value = static_cast<uint32_t>(p->data);
+        p->state = STATE_IOREQ_NONE;
+        xen_busprof_stamp& st = page->stamp[v];
+        st.tsc_resume = now();
+        __atomic_store_n(&st.resume_seq, st.seq, __ATOMIC_RELEASE);
+        return value;
+    }
+
+  private:
+    static uint64_t now() {
+        timespec ts;
+        ::clock_gettime(CLOCK_MONOTONIC, &ts);
+        return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+    }
+
+    int kick_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::vector<Ev> events_;
+    unsigned answered_[kVcpus] = {}, resumed_[kVcpus] = {};
+    uint64_t seq_ = 0;
+};
+
+class FakeHypervisor : public Hypervisor {
+  public:
+    explicit FakeHypervisor(std::unique_ptr<FakeChannel> ch) : ch_(std::move(ch)) {}
+    std::string name() const override { return "fake"; }
+    DomainInfo lookup(const std::string& dom) override { return {kDomid, dom, kVcpus}; }
+    MOCK_METHOD(Status, op, (unsigned, void*, size_t, const xen_busprof_record*, size_t),
+                (override));
+    std::unique_ptr<Channel> attach(const DomainInfo&, unsigned) override {
+        return std::move(ch_);
+    }
+
+  private:
+    std::unique_ptr<FakeChannel> ch_;
+};
+
+class MockBus : public Bus {
+  public:
+    std::string name() const override { return "mock"; }
+    MOCK_METHOD(void, grant, (uint16_t, uint16_t), (override));
+    MOCK_METHOD(void, revoke, (uint16_t, uint16_t), (override));
+    MOCK_METHOD(void, access, (uint16_t, unsigned, bool, uint32_t*), (override));
+};
+
+class DaemonTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        dir_ = std::filesystem::temp_directory_path() /
+               ("busprof-daemon-" + std::to_string(::getpid()) + "-" +
+                ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        std::filesystem::remove_all(dir_);
+        std::filesystem::create_directories(dir_);
+
+        auto ch = std::make_unique<FakeChannel>();
+        chan = ch.get();
+        auto hv = std::make_unique<NiceMock<FakeHypervisor>>(std::move(ch));
+        this->hv = hv.get();
+        auto b = std::make_unique<NiceMock<MockBus>>();
+        bus = b.get();
+        // Xen's table, read back after lost control messages.
+        ON_CALL(*this->hv, op(XEN_BUSPROF_query, _, _, _, _))
+            .WillByDefault(Invoke([this](unsigned, void* arg, size_t, auto, auto) -> Status {
+                auto* q = static_cast<xen_busprof_query*>(arg);
+                q->attached = 1;
+                q->nr_traps = static_cast<uint32_t>(xen_traps.size());
+                for (size_t i = 0; i < xen_traps.size(); i++)
+                    q->traps[i] = xen_traps[i];
+                return Ok{};
+            }));
+
+        cfg.domain = "guest";
+        cfg.db = (dir_ / "trace.db").string();
+        cfg.hypervisor_factory = [h = std::shared_ptr<Hypervisor>(std::move(hv))]() mutable {
+            return std::unique_ptr<Hypervisor>(new Forward(h));
+        };
+        cfg.bus_factory = [b = std::shared_ptr<Bus>(std::move(b))]() mutable {
+            return std::unique_ptr<Bus>(new ForwardBus(b));
+        };
+    }
+    void TearDown() override { std::filesystem::remove_all(dir_); }
+
+    // The daemon's run() on its own thread, as busprof daemon runs it.
+    void start() {
+        daemon = std::make_unique<Daemon>(cfg);
+        runner = std::thread([this] {
+            run_thread = std::this_thread::get_id();
+            rc = daemon->run();
+        });
+    }
+    int finish() {
+        daemon->stop("test");
+        runner.join();
+        daemon.reset(); // the writer commits everything
+        return rc;
+    }
+
+    int64_t scalar(const std::string& sql) { return Db::open(cfg.db, false).scalar(sql); }
+
+    // The factories hand out owners that forward to the objects the test
+    // set expectations on, which stay alive for the whole test.
+    struct Forward : Hypervisor {
+        explicit Forward(std::shared_ptr<Hypervisor> h) : h(std::move(h)) {}
+        std::string name() const override { return h->name(); }
+        DomainInfo lookup(const std::string& d) override { return h->lookup(d); }
+        Status op(unsigned c, void* a, size_t s, const xen_busprof_record* r,
+                  size_t n) override {
+            return h->op(c, a, s, r, n);
+        }
+        std::unique_ptr<Channel> attach(const DomainInfo& d, unsigned t) override {
+            return h->attach(d, t);
+        }
+        std::shared_ptr<Hypervisor> h;
+    };
+    struct ForwardBus : Bus {
+        explicit ForwardBus(std::shared_ptr<Bus> b) : b(std::move(b)) {}
+        std::string name() const override { return b->name(); }
+        void grant(uint16_t f, uint16_t l) override { b->grant(f, l); }
+        void revoke(uint16_t f, uint16_t l) override { b->revoke(f, l); }
+        void access(uint16_t p, unsigned s, bool w, uint32_t* v) override {
+            b->access(p, s, w, v);
+        }
+        std::shared_ptr<Bus> b;
+    };
+
+    std::filesystem::path dir_;
+    DaemonConfig cfg;
+    FakeChannel* chan = nullptr;
+    FakeHypervisor* hv = nullptr;
+    MockBus* bus = nullptr;
+    std::vector<xen_busprof_range> xen_traps;
+    std::unique_ptr<Daemon> daemon;
+    std::thread runner;
+    std::thread::id run_thread;
+    int rc = -1;
+};
+
+// A start_trap in the ring is read before the access it allows, even when
+// only the vCPU's event was reported: the bus permission is in place first.
+TEST_F(DaemonTest, TheRingIsReadBeforeTheAccessItAllows) {
+    ::testing::InSequence order;
+    EXPECT_CALL(*bus, grant(0x2f8, 0x2ff));
+    EXPECT_CALL(*bus, access(0x2ff, 1u, true, _));
+    EXPECT_CALL(*bus, access(0x2ff, 1u, false, _)).WillOnce(SetArgPointee<3>(0x5a));
+    start();
+    chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff); // no ring event
+    chan->send(0, 0x2ff, true, 0x5a);
+    chan->resume(0);
+    chan->send(1, 0x2ff, false);
+    EXPECT_EQ(chan->resume(1), 0x5au);
+    EXPECT_EQ(finish(), EXIT_SUCCESS);
+
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions WHERE status = 'ok'"), 2);
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions WHERE task = 4242 AND rip = 0x4012ff"),
+              2);
+    EXPECT_EQ(scalar("SELECT value FROM transactions WHERE vcpu = 1 AND dir = 'in'"), 0x5a);
+    EXPECT_EQ(scalar("SELECT count(*) FROM markers WHERE kind = 'start_trap' AND origin = "
+                     "'guest' AND port_first = 0x2f8"),
+              1);
+}
+
+// A range the bus refuses (ioperm failed) is never served: the access is
+// answered as an unclaimed port and the device is not touched, also after
+// the daemon read Xen's table again.
+TEST_F(DaemonTest, ARangeTheBusRefusedIsNeverServed) {
+    EXPECT_CALL(*bus, grant(0x2f8, 0x2ff))
+        .WillRepeatedly(Throw(SystemError("ioperm 0x2f8-0x2ff", EPERM)));
+    EXPECT_CALL(*bus, access(_, _, _, _)).Times(0);
+    xen_traps = {{0x2f8, 0x2ff}};
+    start();
+    chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
+    chan->report({Channel::Ev::ring, 0});
+    chan->send(0, 0x2f9, false);
+    EXPECT_EQ(chan->resume(0), 0xffu);
+    chan->send(0, 0x2f9, true, 0x12);
+    chan->resume(0);
+    EXPECT_EQ(finish(), EXIT_SUCCESS);
+
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions WHERE status = 'error' AND "
+                     "t_bus_begin_ns IS NULL"),
+              2);
+    EXPECT_EQ(scalar("SELECT value FROM transactions WHERE dir = 'in'"), 0xff);
+    EXPECT_GE(scalar("SELECT count(*) FROM events WHERE kind = 'refused' AND detail LIKE "
+                     "'%ioperm%'"),
+              1);
+}
+
+// A timeout Xen posted before the daemon took the request means the guest
+// moved on: the device must not see the access.
+TEST_F(DaemonTest, AnAccessXenGaveUpOnLeavesTheBusAlone) {
+    EXPECT_CALL(*bus, grant(0x2f8, 0x2ff));
+    EXPECT_CALL(*bus, access(_, _, _, _)).Times(0);
+    start();
+    chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
+    chan->post(XEN_BUSPROF_CTRL_timeout, 0x2fa, 0x2fa, 1);
+    chan->send(1, 0x2fa, true, 0x33);
+    chan->resume(1);
+    EXPECT_EQ(finish(), EXIT_SUCCESS);
+
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions WHERE status = 'timeout' AND "
+                     "t_bus_begin_ns IS NULL AND vcpu = 1"),
+              1);
+    EXPECT_EQ(scalar("SELECT count(*) FROM events WHERE kind = 'timeout'"), 1);
+}
+
+// The guest's extract is answered by the writer thread, which owns the DB,
+// never by the thread that serves the guest's accesses.
+TEST_F(DaemonTest, TheWriterAnswersAnExtractNotTheIoreqThread) {
+    EXPECT_CALL(*bus, grant(0x2f8, 0x2ff));
+    EXPECT_CALL(*bus, access(0x2fc, 1u, true, _)).Times(3);
+    std::promise<std::thread::id> answered_on;
+    std::vector<uint32_t> values;
+    uint64_t request = 0;
+    uint32_t nr = 0;
+    EXPECT_CALL(*hv, op(XEN_BUSPROF_extract_reply, _, _, _, _))
+        .WillOnce(Invoke([&](unsigned, void* arg, size_t, const xen_busprof_record* recs,
+                             size_t n) -> Status {
+            auto* rep = static_cast<xen_busprof_extract_reply*>(arg);
+            request = rep->request;
+            nr = rep->nr;
+            for (size_t i = 0; i < n; i++)
+                values.push_back(recs[i].value);
+            answered_on.set_value(std::this_thread::get_id());
+            return Ok{};
+        }));
+    start();
+    chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
+    for (uint32_t i = 0; i < 3; i++) {
+        chan->send(0, 0x2fc, true, 0x10 + i);
+        chan->resume(0);
+    }
+    chan->post(XEN_BUSPROF_CTRL_extract, 0x2f8, 0x2ff);
+    chan->report({Channel::Ev::ring, 0});
+    const uint64_t asked = chan->last_seq();
+    auto f = answered_on.get_future();
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    std::thread::id on = f.get();
+    EXPECT_EQ(finish(), EXIT_SUCCESS); // the daemon owned the channel
+
+    EXPECT_NE(on, run_thread);
+    EXPECT_EQ(request, asked);
+    EXPECT_EQ(nr, 3u);
+    EXPECT_EQ(values, (std::vector<uint32_t>{0x10, 0x11, 0x12}));
+}
+
+// Control messages lost to a full ring: the daemon reads Xen's trap table
+// instead of guessing, grants what it finds and serves it, and the lost
+// start_trap still starts the session.
+TEST_F(DaemonTest, LostControlMessagesAreReadBackFromXensTable) {
+    EXPECT_CALL(*hv, op(XEN_BUSPROF_query, _, _, _, _)).Times(::testing::AtLeast(1));
+    EXPECT_CALL(*bus, grant(0x70, 0x71));
+    EXPECT_CALL(*bus, access(0x71, 1u, false, _)).WillOnce(SetArgPointee<3>(0x26));
+    xen_traps = {{0x70, 0x71}};
+    start();
+    __atomic_store_n(&chan->page->ctrl_lost, 4u, __ATOMIC_RELEASE);
+    chan->send(0, 0x71, false);
+    EXPECT_EQ(chan->resume(0), 0x26u);
+    EXPECT_EQ(finish(), EXIT_SUCCESS);
+
+    EXPECT_EQ(scalar("SELECT count(*) FROM events WHERE kind = 'ctrl_lost' AND detail LIKE "
+                     "'4 control messages%'"),
+              1);
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions WHERE status = 'ok'"), 1);
+    EXPECT_EQ(scalar("SELECT count(*) FROM markers WHERE kind = 'start' AND cause = 'start_trap'"),
+              1);
+}
+
+// An access to a port Xen never said it traps is not served, whatever the
+// ioreq says: dom0 touches only what the guest may touch.
+TEST_F(DaemonTest, AnAccessOutsideEveryTrapIsRefused) {
+    EXPECT_CALL(*bus, grant(0x2f8, 0x2ff));
+    EXPECT_CALL(*bus, access(_, _, _, _)).Times(0);
+    start();
+    chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
+    chan->send(0, 0x3f8, true, 1);
+    chan->resume(0);
+    EXPECT_EQ(finish(), EXIT_SUCCESS);
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions WHERE status = 'error' AND port = 0x3f8"),
+              1);
+}
+
+// The channel says the hypervisor went away: the session ends with why, and
+// the daemon fails.
+TEST_F(DaemonTest, TheHypervisorGoingAwayEndsTheSession) {
+    start();
+    chan->report({Channel::Ev::gone, 0});
+    runner.join();
+    EXPECT_EQ(rc, EXIT_FAILURE);
+    daemon.reset();
+    EXPECT_EQ(scalar("SELECT count(*) FROM events WHERE kind = 'hypervisor_gone'"), 1);
+    EXPECT_EQ(scalar("SELECT count(*) FROM sessions WHERE state = 'stopped' AND stopped_ns IS "
+                     "NOT NULL"),
+              1);
+}
+
+// Xen detached the profiler (the domain is going away): the run ends
+// without a failure, since no access was lost.
+TEST_F(DaemonTest, XenDetachingEndsTheRun) {
+    start();
+    chan->post(XEN_BUSPROF_CTRL_detach);
+    chan->report({Channel::Ev::ring, 0});
+    runner.join();
+    EXPECT_EQ(rc, EXIT_SUCCESS);
+    daemon.reset();
+    EXPECT_EQ(scalar("SELECT count(*) FROM events WHERE kind = 'detached'"), 1);
+}
+
+} // namespace
+} // namespace busprof
