@@ -131,8 +131,6 @@ static FD make_eventfd() {
     return fd;
 }
 
-// The hypervisor the host hooks belong to (one per process).
-static SimHypervisor* g_sim;
 static std::vector<SimHypervisor::Domain*>* g_domains;
 
 // Stamp clock skew (set_stamp_skew): how far the clock of the CPUs that run
@@ -247,7 +245,6 @@ SimHypervisor::SimHypervisor(std::string socket_path, std::vector<DomainConfig> 
     : socket_path_(std::move(socket_path)) {
     static std::vector<Domain*> all;
     all.clear();
-    g_sim = this;
     g_domains = &all;
     for (auto& cfg : domains) {
         for (auto& other : domains_)

@@ -107,158 +107,145 @@ inline ForeignmemoryHandle open_foreignmemory() {
     return h;
 }
 
-// Memory a hypercall may read and write (locked, never faulting).
-class CallBuffer {
+// What the classes below share: sole ownership of one thing that Release
+// gives back, movable, released once.  State is what Release needs.
+template <class State, void (*Release)(State&)> class Owner {
   public:
-    CallBuffer(xencall_handle* h, size_t size) : h_(h), p_(xencall_alloc_buffer(h, size)) {
-        if (!p_)
-            throw_errno("allocating a hypercall buffer (xencall_alloc_buffer)");
-    }
-    CallBuffer(CallBuffer&& o) noexcept : h_(o.h_), p_(std::exchange(o.p_, nullptr)) {}
-    CallBuffer& operator=(CallBuffer&&) = delete;
-    CallBuffer(const CallBuffer&) = delete;
-    CallBuffer& operator=(const CallBuffer&) = delete;
-    ~CallBuffer() {
-        if (p_)
-            xencall_free_buffer(h_, p_);
-    }
-
-    void* get() const { return p_; }
-
-  private:
-    xencall_handle* h_;
-    void* p_;
-};
-
-// Frames of a domain's resource (XENMEM_acquire_resource) mapped here.
-class ResourceMapping {
-  public:
-    ResourceMapping() = default;
-    ResourceMapping(xenforeignmemory_handle* fmem, domid_t domid, unsigned type, unsigned id,
-                    unsigned long frame, unsigned long nr_frames, const std::string& what)
-        : fmem_(fmem) {
-        res_ = xenforeignmemory_map_resource(fmem, domid, type, id, frame, nr_frames, &addr_,
-                                             PROT_READ | PROT_WRITE, 0);
-        if (!res_)
-            throw_errno(what + " (xenforeignmemory_map_resource)");
-    }
-    ResourceMapping(ResourceMapping&& o) noexcept
-        : fmem_(o.fmem_), res_(std::exchange(o.res_, nullptr)),
-          addr_(std::exchange(o.addr_, nullptr)) {}
-    ResourceMapping& operator=(ResourceMapping&& o) noexcept {
+    Owner() = default;
+    explicit Owner(State s) : s_(s), live_(true) {}
+    Owner(Owner&& o) noexcept : s_(o.s_), live_(std::exchange(o.live_, false)) {}
+    Owner& operator=(Owner&& o) noexcept {
         if (this != &o) {
             reset();
-            fmem_ = o.fmem_;
-            res_ = std::exchange(o.res_, nullptr);
-            addr_ = std::exchange(o.addr_, nullptr);
-        }
-        return *this;
-    }
-    ResourceMapping(const ResourceMapping&) = delete;
-    ResourceMapping& operator=(const ResourceMapping&) = delete;
-    ~ResourceMapping() { reset(); }
-
-    void* addr() const { return addr_; }
-
-  private:
-    void reset() {
-        if (res_)
-            xenforeignmemory_unmap_resource(fmem_, res_);
-        res_ = nullptr;
-        addr_ = nullptr;
-    }
-
-    xenforeignmemory_handle* fmem_ = nullptr;
-    xenforeignmemory_resource_handle* res_ = nullptr;
-    void* addr_ = nullptr;
-};
-
-// A local event channel port bound to remote port `remote` of a domain.
-class EvtchnBinding {
-  public:
-    EvtchnBinding() = default;
-    EvtchnBinding(xenevtchn_handle* h, domid_t domid, evtchn_port_t remote, const std::string& what)
-        : h_(h) {
-        xenevtchn_port_or_error_t p = xenevtchn_bind_interdomain(h, domid, remote);
-        if (p < 0)
-            throw_errno(what + " (xenevtchn_bind_interdomain)");
-        local_ = static_cast<evtchn_port_t>(p);
-        bound_ = true;
-    }
-    EvtchnBinding(EvtchnBinding&& o) noexcept
-        : h_(o.h_), local_(o.local_), bound_(std::exchange(o.bound_, false)) {}
-    EvtchnBinding& operator=(EvtchnBinding&& o) noexcept {
-        if (this != &o) {
-            reset();
-            h_ = o.h_;
-            local_ = o.local_;
-            bound_ = std::exchange(o.bound_, false);
-        }
-        return *this;
-    }
-    EvtchnBinding(const EvtchnBinding&) = delete;
-    EvtchnBinding& operator=(const EvtchnBinding&) = delete;
-    ~EvtchnBinding() { reset(); }
-
-    evtchn_port_t local() const { return local_; }
-
-  private:
-    void reset() {
-        if (bound_)
-            xenevtchn_unbind(h_, local_);
-        bound_ = false;
-    }
-
-    xenevtchn_handle* h_ = nullptr;
-    evtchn_port_t local_ = 0;
-    bool bound_ = false;
-};
-
-// An ioreq server of a domain, created with synchronous ioreqs only.
-// Destroying it also disables it.
-class IoreqServer {
-  public:
-    IoreqServer() = default;
-    IoreqServer(xendevicemodel_handle* dm, domid_t domid) : dm_(dm), domid_(domid) {
-        if (xendevicemodel_create_ioreq_server(dm, domid, HVM_IOREQSRV_BUFIOREQ_OFF, &id_) < 0)
-            throw_errno("creating an ioreq server (xendevicemodel_create_ioreq_server)");
-        live_ = true;
-    }
-    IoreqServer(IoreqServer&& o) noexcept
-        : dm_(o.dm_), domid_(o.domid_), id_(o.id_), live_(std::exchange(o.live_, false)) {}
-    IoreqServer& operator=(IoreqServer&& o) noexcept {
-        if (this != &o) {
-            reset();
-            dm_ = o.dm_;
-            domid_ = o.domid_;
-            id_ = o.id_;
+            s_ = o.s_;
             live_ = std::exchange(o.live_, false);
         }
         return *this;
     }
-    IoreqServer(const IoreqServer&) = delete;
-    IoreqServer& operator=(const IoreqServer&) = delete;
-    ~IoreqServer() { reset(); }
+    Owner(const Owner&) = delete;
+    Owner& operator=(const Owner&) = delete;
+    ~Owner() { reset(); }
 
-    ioservid_t id() const { return id_; }
+    const State& get() const { return s_; }
+
+  private:
+    void reset() {
+        if (live_)
+            Release(s_);
+        live_ = false;
+    }
+
+    State s_{};
+    bool live_ = false;
+};
+
+// Memory a hypercall may read and write (locked, never faulting).
+struct CallBufferState {
+    xencall_handle* h;
+    void* p;
+};
+inline void free_call_buffer(CallBufferState& b) {
+    xencall_free_buffer(b.h, b.p);
+}
+class CallBuffer : Owner<CallBufferState, free_call_buffer> {
+  public:
+    CallBuffer(xencall_handle* h, size_t size) : Owner(allocate(h, size)) {}
+    void* get() const { return Owner::get().p; }
+
+  private:
+    static CallBufferState allocate(xencall_handle* h, size_t size) {
+        void* p = xencall_alloc_buffer(h, size);
+        if (!p)
+            throw_errno("allocating a hypercall buffer (xencall_alloc_buffer)");
+        return {h, p};
+    }
+};
+
+// Frames of a domain's resource (XENMEM_acquire_resource) mapped here.
+struct MappingState {
+    xenforeignmemory_handle* fmem;
+    xenforeignmemory_resource_handle* res;
+    void* addr;
+};
+inline void unmap_resource(MappingState& m) {
+    xenforeignmemory_unmap_resource(m.fmem, m.res);
+}
+class ResourceMapping : Owner<MappingState, unmap_resource> {
+  public:
+    ResourceMapping() = default;
+    ResourceMapping(xenforeignmemory_handle* fmem, domid_t domid, unsigned type, unsigned id,
+                    unsigned long frame, unsigned long nr_frames, const std::string& what)
+        : Owner(map(fmem, domid, type, id, frame, nr_frames, what)) {}
+    void* addr() const { return get().addr; }
+
+  private:
+    static MappingState map(xenforeignmemory_handle* fmem, domid_t domid, unsigned type,
+                            unsigned id, unsigned long frame, unsigned long nr_frames,
+                            const std::string& what) {
+        void* addr = nullptr;
+        auto* res = xenforeignmemory_map_resource(fmem, domid, type, id, frame, nr_frames, &addr,
+                                                  PROT_READ | PROT_WRITE, 0);
+        if (!res)
+            throw_errno(what + " (xenforeignmemory_map_resource)");
+        return {fmem, res, addr};
+    }
+};
+
+// A local event channel port bound to remote port `remote` of a domain.
+struct BindingState {
+    xenevtchn_handle* h;
+    evtchn_port_t local;
+};
+inline void unbind_evtchn(BindingState& b) {
+    xenevtchn_unbind(b.h, b.local);
+}
+class EvtchnBinding : Owner<BindingState, unbind_evtchn> {
+  public:
+    EvtchnBinding() = default;
+    EvtchnBinding(xenevtchn_handle* h, domid_t domid, evtchn_port_t remote, const std::string& what)
+        : Owner(bind(h, domid, remote, what)) {}
+    evtchn_port_t local() const { return get().local; }
+
+  private:
+    static BindingState bind(xenevtchn_handle* h, domid_t domid, evtchn_port_t remote,
+                             const std::string& what) {
+        xenevtchn_port_or_error_t p = xenevtchn_bind_interdomain(h, domid, remote);
+        if (p < 0)
+            throw_errno(what + " (xenevtchn_bind_interdomain)");
+        return {h, static_cast<evtchn_port_t>(p)};
+    }
+};
+
+// An ioreq server of a domain, created with synchronous ioreqs only.
+// Destroying it also disables it; that fails harmlessly when the domain is
+// gone already.
+struct ServerState {
+    xendevicemodel_handle* dm;
+    domid_t domid;
+    ioservid_t id;
+};
+inline void destroy_ioreq_server(ServerState& s) {
+    xendevicemodel_destroy_ioreq_server(s.dm, s.domid, s.id);
+}
+class IoreqServer : Owner<ServerState, destroy_ioreq_server> {
+  public:
+    IoreqServer() = default;
+    IoreqServer(xendevicemodel_handle* dm, domid_t domid) : Owner(create(dm, domid)) {}
+    ioservid_t id() const { return get().id; }
 
     void enable() {
-        if (xendevicemodel_set_ioreq_server_state(dm_, domid_, id_, 1) < 0)
+        const ServerState& s = get();
+        if (xendevicemodel_set_ioreq_server_state(s.dm, s.domid, s.id, 1) < 0)
             throw_errno("enabling the ioreq server (xendevicemodel_set_ioreq_server_state)");
     }
 
   private:
-    void reset() {
-        // Fails harmlessly when the domain is gone already.
-        if (live_)
-            xendevicemodel_destroy_ioreq_server(dm_, domid_, id_);
-        live_ = false;
+    static ServerState create(xendevicemodel_handle* dm, domid_t domid) {
+        ioservid_t id = 0;
+        if (xendevicemodel_create_ioreq_server(dm, domid, HVM_IOREQSRV_BUFIOREQ_OFF, &id) < 0)
+            throw_errno("creating an ioreq server (xendevicemodel_create_ioreq_server)");
+        return {dm, domid, id};
     }
-
-    xendevicemodel_handle* dm_ = nullptr;
-    domid_t domid_ = 0;
-    ioservid_t id_ = 0;
-    bool live_ = false;
 };
 
 } // namespace busprof::xen

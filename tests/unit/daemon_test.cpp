@@ -159,9 +159,7 @@ class FakeHypervisor : public Hypervisor {
     DomainInfo lookup(const std::string& dom) override { return {kDomid, dom, kVcpus}; }
     MOCK_METHOD(Status, op, (unsigned, void*, size_t, const xen_busprof_record*, size_t),
                 (override));
-    std::unique_ptr<Channel> attach(const DomainInfo&, unsigned) override {
-        return std::move(ch_);
-    }
+    std::unique_ptr<Channel> attach(const DomainInfo&, unsigned) override { return std::move(ch_); }
 
   private:
     std::unique_ptr<FakeChannel> ch_;
@@ -235,8 +233,7 @@ class DaemonTest : public ::testing::Test {
         explicit Forward(std::shared_ptr<Hypervisor> h) : h(std::move(h)) {}
         std::string name() const override { return h->name(); }
         DomainInfo lookup(const std::string& d) override { return h->lookup(d); }
-        Status op(unsigned c, void* a, size_t s, const xen_busprof_record* r,
-                  size_t n) override {
+        Status op(unsigned c, void* a, size_t s, const xen_busprof_record* r, size_t n) override {
             return h->op(c, a, s, r, n);
         }
         std::unique_ptr<Channel> attach(const DomainInfo& d, unsigned t) override {
@@ -249,9 +246,7 @@ class DaemonTest : public ::testing::Test {
         std::string name() const override { return b->name(); }
         void grant(uint16_t f, uint16_t l) override { b->grant(f, l); }
         void revoke(uint16_t f, uint16_t l) override { b->revoke(f, l); }
-        void access(uint16_t p, unsigned s, bool w, uint32_t* v) override {
-            b->access(p, s, w, v);
-        }
+        void access(uint16_t p, unsigned s, bool w, uint32_t* v) override { b->access(p, s, w, v); }
         std::shared_ptr<Bus> b;
     };
 
@@ -283,8 +278,7 @@ TEST_F(DaemonTest, TheRingIsReadBeforeTheAccessItAllows) {
     EXPECT_EQ(finish(), EXIT_SUCCESS);
 
     EXPECT_EQ(scalar("SELECT count(*) FROM transactions WHERE status = 'ok'"), 2);
-    EXPECT_EQ(scalar("SELECT count(*) FROM transactions WHERE task = 4242 AND rip = 0x4012ff"),
-              2);
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions WHERE task = 4242 AND rip = 0x4012ff"), 2);
     EXPECT_EQ(scalar("SELECT value FROM transactions WHERE vcpu = 1 AND dir = 'in'"), 0x5a);
     EXPECT_EQ(scalar("SELECT count(*) FROM markers WHERE kind = 'start_trap' AND origin = "
                      "'guest' AND port_first = 0x2f8"),
@@ -345,16 +339,16 @@ TEST_F(DaemonTest, TheWriterAnswersAnExtractNotTheIoreqThread) {
     uint64_t request = 0;
     uint32_t nr = 0;
     EXPECT_CALL(*hv, op(XEN_BUSPROF_extract_reply, _, _, _, _))
-        .WillOnce(Invoke([&](unsigned, void* arg, size_t, const xen_busprof_record* recs,
-                             size_t n) -> Status {
-            auto* rep = static_cast<xen_busprof_extract_reply*>(arg);
-            request = rep->request;
-            nr = rep->nr;
-            for (size_t i = 0; i < n; i++)
-                values.push_back(recs[i].value);
-            answered_on.set_value(std::this_thread::get_id());
-            return Ok{};
-        }));
+        .WillOnce(Invoke(
+            [&](unsigned, void* arg, size_t, const xen_busprof_record* recs, size_t n) -> Status {
+                auto* rep = static_cast<xen_busprof_extract_reply*>(arg);
+                request = rep->request;
+                nr = rep->nr;
+                for (size_t i = 0; i < n; i++)
+                    values.push_back(recs[i].value);
+                answered_on.set_value(std::this_thread::get_id());
+                return Ok{};
+            }));
     start();
     chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
     for (uint32_t i = 0; i < 3; i++) {
