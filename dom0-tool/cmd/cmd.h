@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace busprof {
 
@@ -27,6 +28,12 @@ void setup_control(CLI::App& app, Globals& g, Runner& run); // pause resume stop
 void setup_stats(CLI::App& app, Globals& g, Runner& run);
 void setup_query(CLI::App& app, Globals& g, Runner& run);
 void setup_demo(CLI::App& app, Globals& g, Runner& run);
+void setup_symbolize(CLI::App& app, Globals& g, Runner& run);
+
+// --symbols FILE[@ADDR] (symbolize.cpp), for the commands that name RIPs.
+class Symbols;
+void add_symbols_option(CLI::App* c, std::vector<std::string>& specs);
+Symbols load_symbols(const std::vector<std::string>& specs);
 
 // Option checks (args.cpp).  A value they refuse is a CLI::ValidationError,
 // which main reports as busprof's own error.

@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
     setup_stats(app, g, run);
     setup_query(app, g, run);
     setup_demo(app, g, run);
+    setup_symbolize(app, g, run);
 
     try {
         app.parse(argc, argv);

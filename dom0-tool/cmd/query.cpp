@@ -2,6 +2,7 @@
 // busprof query SQL: run SQL on a trace DB (read-only).
 #include "cmd.h"
 #include "db.h"
+#include "symbols.h"
 #include "table.h"
 
 #include <iostream>
@@ -13,6 +14,7 @@ void setup_query(CLI::App& app, Globals& g, Runner& run) {
     auto sql = std::make_shared<std::string>();
     auto format = std::make_shared<std::string>("table");
     auto timeout_s = std::make_shared<double>(10);
+    auto specs = std::make_shared<std::vector<std::string>>();
     c->add_option("sql", *sql, "the SQL statement (one, and only one that reads)")->required();
     c->add_option("--db", g.db, "trace DB file");
     c->add_option("--format", *format, "table, csv or json")
@@ -20,10 +22,14 @@ void setup_query(CLI::App& app, Globals& g, Runner& run) {
     c->add_option("--timeout", *timeout_s, "stop the query after this many seconds")
         ->capture_default_str()
         ->check(seconds_in(0.001, 86400));
-    c->callback([&g, &run, sql, format, timeout_s] {
-        run = [&g, sql, format, timeout_s] {
+    add_symbols_option(c, *specs);
+    c->callback([&g, &run, sql, format, timeout_s, specs] {
+        run = [&g, sql, format, timeout_s, specs] {
             Format f = parse_format(*format);
+            // symbol(rip) and source(rip) in the SQL, from these files.
+            Symbols syms = load_symbols(*specs);
             Db db = Db::open(g.db, false);
+            syms.register_sql(db.get());
             QueryLimits limits;
             limits.read_only = true;
             limits.timeout = std::chrono::milliseconds(static_cast<int64_t>(*timeout_s * 1000));

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// busprof symbolize: the instructions that made the accesses, by name.
+#include "cmd.h"
+#include "db.h"
+#include "symbols.h"
+#include "table.h"
+
+#include <iostream>
+
+namespace busprof {
+
+void add_symbols_option(CLI::App* c, std::vector<std::string>& specs) {
+    c->add_option("--symbols", specs,
+                  "ELF file or System.map/kallsyms dump naming the guest's code; "
+                  "FILE@ADDR for a file loaded at ADDR (repeatable)");
+}
+
+Symbols load_symbols(const std::vector<std::string>& specs) {
+    Symbols s;
+    for (auto& spec : specs)
+        s.add(spec);
+    return s;
+}
+
+std::string symbolize_sql(int64_t session, int domid) {
+    std::string where = "WHERE rip != 0";
+    if (session >= 0)
+        where += " AND session_id = " + std::to_string(session);
+    if (domid >= 0)
+        where += " AND domid = " + std::to_string(domid);
+    return "SELECT domid, printf('0x%x', rip) AS rip, symbol(rip) AS symbol,"
+           " source(rip) AS source, count(*) AS accesses,"
+           " group_concat(DISTINCT printf('0x%04x', port)) AS ports,"
+           " sum(t_bus_end_ns - t_bus_begin_ns) AS bus_ns,"
+           " CAST(round(avg(t_bus_end_ns - t_bus_begin_ns)) AS INTEGER) AS mean_bus_ns"
+           " FROM transactions " +
+           where + " GROUP BY domid, rip ORDER BY domid, bus_ns DESC, rip";
+}
+
+void setup_symbolize(CLI::App& app, Globals& g, Runner& run) {
+    auto* c = app.add_subcommand(
+        "symbolize", "the instructions (RIP) that made the accesses, by function and source line");
+    auto specs = std::make_shared<std::vector<std::string>>();
+    auto format = std::make_shared<std::string>("table");
+    auto session = std::make_shared<int64_t>(-1);
+    auto domid = std::make_shared<int>(-1);
+    c->add_option("--db", g.db, "trace DB file");
+    add_symbols_option(c, *specs);
+    c->get_option("--symbols")->required();
+    c->add_option("--session", *session, "only this session")
+        ->check(integer_in(1, INT64_MAX));
+    c->add_option("--domid", *domid, "only this domain")->check(integer_in(0, 0x7fef));
+    c->add_option("--format", *format, "table, csv or json")
+        ->check(CLI::IsMember({"table", "csv", "json"}));
+    c->callback([&g, &run, specs, format, session, domid] {
+        run = [&g, specs, format, session, domid] {
+            Symbols syms = load_symbols(*specs);
+            Db db = Db::open(g.db, false);
+            syms.register_sql(db.get());
+            if (!print_query(db.get(), symbolize_sql(*session, *domid), parse_format(*format),
+                             std::cout))
+                std::cerr << "busprof: no transaction with an instruction address in " << g.db
+                          << "\n";
+            return EXIT_SUCCESS;
+        };
+    });
+}
+
+} // namespace busprof

@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "symbols.h"
+
+#include "error.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cxxabi.h>
+#include <fstream>
+#include <sqlite3.h>
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+
+namespace busprof {
+
+std::string SymbolAt::text() const {
+    char off[32];
+    std::snprintf(off, sizeof(off), "+0x%" PRIx64, offset);
+    return name + off;
+}
+
+namespace {
+
+// A C++ name as written in the source; anything else as it is.
+std::string demangle(const char* name) {
+    if (std::strncmp(name, "_Z", 2) != 0)
+        return name;
+    int status = 0;
+    char* d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+    std::string s = status == 0 && d ? d : name;
+    std::free(d);
+    return s;
+}
+
+uint64_t parse_address(const std::string& s, const std::string& what) {
+    if (s.empty() || s.size() > 18)
+        throw UserError("bad address '" + s + "' in " + what, "addresses are hexadecimal");
+    errno = 0;
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(s.c_str(), &end, 16);
+    if (errno || *end || s[0] == '-' || s[0] == '+')
+        throw UserError("bad address '" + s + "' in " + what, "addresses are hexadecimal");
+    return v;
+}
+
+// One source of symbols.
+class Source {
+  public:
+    virtual ~Source() = default;
+    virtual std::optional<SymbolAt> lookup(uint64_t addr) const = 0;
+};
+
+// An ELF file through libdwfl: symbol tables, and DWARF lines when present.
+class ElfSource : public Source {
+  public:
+    ElfSource(const std::string& path, uint64_t bias) {
+        static const Dwfl_Callbacks offline = {
+            dwfl_build_id_find_elf,
+            dwfl_standard_find_debuginfo,
+            dwfl_offline_section_address,
+            nullptr,
+        };
+        dwfl_ = dwfl_begin(&offline);
+        if (!dwfl_)
+            throw UserError(std::string("cannot read symbols: ") + dwfl_errmsg(-1));
+        dwfl_report_begin(dwfl_);
+        std::string name = path.substr(path.find_last_of('/') + 1);
+        // Loaded at bias: the first PT_LOAD's address is added to it, so a
+        // PIE takes its load address and an ET_EXEC 0.
+        mod_ = dwfl_report_elf(dwfl_, name.c_str(), path.c_str(), -1, bias, true);
+        if (!mod_) {
+            std::string err = dwfl_errmsg(-1);
+            dwfl_end(dwfl_);
+            throw UserError("cannot read symbols from " + path + ": " + err,
+                            "give an ELF file with a symbol table, or a System.map");
+        }
+        dwfl_report_end(dwfl_, nullptr, nullptr);
+        if (dwfl_module_getsymtab(mod_) <= 0) {
+            dwfl_end(dwfl_);
+            throw UserError(path + " has no symbol table",
+                            "give the unstripped file, or its debug file");
+        }
+    }
+    ~ElfSource() override { dwfl_end(dwfl_); }
+    ElfSource(const ElfSource&) = delete;
+    ElfSource& operator=(const ElfSource&) = delete;
+
+    std::optional<SymbolAt> lookup(uint64_t addr) const override {
+        Dwfl_Module* m = dwfl_addrmodule(dwfl_, addr);
+        if (!m)
+            return std::nullopt;
+        GElf_Off off = 0;
+        GElf_Sym sym;
+        const char* name = dwfl_module_addrinfo(m, addr, &off, &sym, nullptr, nullptr, nullptr);
+        if (!name)
+            return std::nullopt;
+        SymbolAt s{demangle(name), off, {}};
+        if (Dwfl_Line* l = dwfl_module_getsrc(m, addr)) {
+            int line = 0;
+            if (const char* file = dwfl_lineinfo(l, nullptr, &line, nullptr, nullptr, nullptr))
+                s.source = std::string(file) + ":" + std::to_string(line);
+        }
+        // inb()/outb() are inlined: the line a driver writer wants is where
+        // the function itself called them.
+        if (std::string site = call_site(m, addr); !site.empty())
+            s.source = site + (s.source.empty() ? "" : " (inlined " + s.source + ")");
+        return s;
+    }
+
+  private:
+    // The call site, in the enclosing real function, of the outermost
+    // inlined function that addr lies in; empty if it lies in none.
+    static std::string call_site(Dwfl_Module* m, uint64_t addr) {
+        Dwarf_Addr bias = 0;
+        Dwarf_Die* cu = dwfl_module_addrdie(m, addr, &bias);
+        if (!cu)
+            return {};
+        Dwarf_Die* scopes = nullptr;
+        int n = dwarf_getscopes(cu, addr - bias, &scopes);
+        std::string site;
+        for (int i = 0; i < n; i++) {
+            if (dwarf_tag(&scopes[i]) != DW_TAG_inlined_subroutine)
+                continue;
+            Dwarf_Attribute fa, la;
+            Dwarf_Word file = 0, line = 0;
+            Dwarf_Files* files = nullptr;
+            size_t nfiles = 0;
+            if (!dwarf_attr(&scopes[i], DW_AT_call_file, &fa) ||
+                !dwarf_attr(&scopes[i], DW_AT_call_line, &la) || dwarf_formudata(&fa, &file) ||
+                dwarf_formudata(&la, &line) || dwarf_getsrcfiles(cu, &files, &nfiles) ||
+                file >= nfiles)
+                continue;
+            if (const char* f = dwarf_filesrc(files, file, nullptr, nullptr))
+                site = std::string(f) + ":" + std::to_string(line); // outermost wins
+        }
+        std::free(scopes);
+        return site;
+    }
+
+  public:
+
+  private:
+    Dwfl* dwfl_ = nullptr;
+    Dwfl_Module* mod_ = nullptr;
+};
+
+// A System.map or /proc/kallsyms dump: text symbols, no sizes.  An address
+// belongs to the nearest symbol below it, up to the next symbol; past the
+// last one only within kLastReach bytes.
+class MapSource : public Source {
+  public:
+    static constexpr uint64_t kLastReach = 64 * 1024;
+
+    MapSource(const std::string& path, uint64_t bias) {
+        std::ifstream in(path);
+        std::string line;
+        unsigned n = 0;
+        bool any_nonzero = false;
+        while (std::getline(in, line)) {
+            n++;
+            if (!line.empty() && line.back() == '\r')
+                line.pop_back();
+            if (line.find_first_not_of(" \t") == std::string::npos)
+                continue;
+            char addr[32], type[8], name[512], module[256] = "";
+            int k = std::sscanf(line.c_str(), "%31s %7s %511s %255s", addr, type, name, module);
+            std::string where = path + " line " + std::to_string(n);
+            if (k < 3 || std::strlen(type) != 1)
+                throw UserError("cannot read " + where + ": '" + line + "'",
+                                "a symbol table has lines 'ADDRESS TYPE NAME [MODULE]', as "
+                                "System.map and /proc/kallsyms do");
+            uint64_t a = parse_address(addr, where);
+            any_nonzero |= a != 0;
+            if (!std::strchr("tTwW", type[0]))
+                continue; // only code can hold an instruction
+            std::string nm = demangle(name);
+            if (k == 4)
+                nm += std::string(" ") + module;
+            syms_.push_back({a + bias, std::move(nm)});
+        }
+        if (!in.eof())
+            throw UserError("cannot read " + path + ": " + std::strerror(errno));
+        if (n && !any_nonzero)
+            throw UserError(path + " has every address 0",
+                            "/proc/kallsyms hides addresses from unprivileged readers; copy it "
+                            "as root in the guest");
+        if (syms_.empty())
+            throw UserError(path + " holds no text symbols",
+                            "give a System.map, a /proc/kallsyms dump or an ELF file");
+        std::stable_sort(syms_.begin(), syms_.end(),
+                         [](const Sym& a, const Sym& b) { return a.addr < b.addr; });
+    }
+
+    std::optional<SymbolAt> lookup(uint64_t addr) const override {
+        auto it = std::upper_bound(syms_.begin(), syms_.end(), addr,
+                                   [](uint64_t a, const Sym& s) { return a < s.addr; });
+        if (it == syms_.begin())
+            return std::nullopt;
+        const Sym& s = *std::prev(it);
+        if (it == syms_.end() && addr - s.addr >= kLastReach)
+            return std::nullopt;
+        return SymbolAt{s.name, addr - s.addr, {}};
+    }
+
+  private:
+    struct Sym {
+        uint64_t addr;
+        std::string name;
+    };
+    std::vector<Sym> syms_;
+};
+
+bool is_elf(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+        throw UserError("cannot open " + path + ": " + std::strerror(errno),
+                        "--symbols takes an ELF file or a System.map/kallsyms dump");
+    char magic[4] = {};
+    in.read(magic, 4);
+    return in.gcount() == 4 && std::memcmp(magic, "\x7f" "ELF", 4) == 0;
+}
+
+} // namespace
+
+struct Symbols::Impl {
+    std::vector<std::unique_ptr<Source>> sources;
+};
+
+Symbols::Symbols() : impl_(std::make_unique<Impl>()) {}
+Symbols::~Symbols() = default;
+Symbols::Symbols(Symbols&&) noexcept = default;
+Symbols& Symbols::operator=(Symbols&&) noexcept = default;
+
+void Symbols::add(const std::string& spec) {
+    std::string path = spec;
+    uint64_t bias = 0;
+    if (auto at = spec.rfind('@'); at != std::string::npos) {
+        path = spec.substr(0, at);
+        std::string b = spec.substr(at + 1);
+        if (b.rfind("0x", 0) == 0 || b.rfind("0X", 0) == 0)
+            b = b.substr(2);
+        bias = parse_address(b, "--symbols " + spec);
+    }
+    if (path.empty())
+        throw UserError("--symbols needs a file", "--symbols FILE or --symbols FILE@LOAD_ADDRESS");
+    if (is_elf(path))
+        impl_->sources.push_back(std::make_unique<ElfSource>(path, bias));
+    else
+        impl_->sources.push_back(std::make_unique<MapSource>(path, bias));
+}
+
+bool Symbols::empty() const {
+    return impl_->sources.empty();
+}
+
+std::optional<SymbolAt> Symbols::lookup(uint64_t addr) const {
+    for (auto& s : impl_->sources)
+        if (auto r = s->lookup(addr))
+            return r;
+    return std::nullopt;
+}
+
+namespace {
+
+void sql_symbol(sqlite3_context* ctx, int, sqlite3_value** argv, bool source) {
+    if (sqlite3_value_type(argv[0]) != SQLITE_INTEGER) {
+        sqlite3_result_null(ctx);
+        return;
+    }
+    auto* syms = static_cast<const Symbols*>(sqlite3_user_data(ctx));
+    // RIPs are stored as INTEGER: those above 2^63 read back negative.
+    auto rip = static_cast<uint64_t>(sqlite3_value_int64(argv[0]));
+    auto s = syms->lookup(rip);
+    std::string text = !s ? std::string() : source ? s->source : s->text();
+    if (text.empty())
+        sqlite3_result_null(ctx);
+    else
+        sqlite3_result_text(ctx, text.c_str(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+}
+
+} // namespace
+
+void Symbols::register_sql(sqlite3* db) const {
+    const int flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC;
+    auto* self = const_cast<Symbols*>(this);
+    int rc = sqlite3_create_function_v2(
+        db, "symbol", 1, flags, self,
+        [](sqlite3_context* c, int n, sqlite3_value** v) { sql_symbol(c, n, v, false); }, nullptr,
+        nullptr, nullptr);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_create_function_v2(
+            db, "source", 1, flags, self,
+            [](sqlite3_context* c, int n, sqlite3_value** v) { sql_symbol(c, n, v, true); },
+            nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK)
+        throw SystemError(std::string("registering symbol() with SQLite: ") + sqlite3_errmsg(db),
+                          EINVAL);
+}
+
+} // namespace busprof
