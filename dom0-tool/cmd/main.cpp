@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
     setup_query(app, g, run);
     setup_demo(app, g, run);
     setup_symbolize(app, g, run);
+    setup_top(app, g, run);
 
     try {
         app.parse(argc, argv);

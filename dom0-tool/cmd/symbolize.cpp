@@ -47,8 +47,7 @@ void setup_symbolize(CLI::App& app, Globals& g, Runner& run) {
     c->add_option("--db", g.db, "trace DB file");
     add_symbols_option(c, *specs);
     c->get_option("--symbols")->required();
-    c->add_option("--session", *session, "only this session")
-        ->check(integer_in(1, INT64_MAX));
+    c->add_option("--session", *session, "only this session")->check(integer_in(1, INT64_MAX));
     c->add_option("--domid", *domid, "only this domain")->check(integer_in(0, 0x7fef));
     c->add_option("--format", *format, "table, csv or json")
         ->check(CLI::IsMember({"table", "csv", "json"}));

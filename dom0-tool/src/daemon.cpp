@@ -679,8 +679,9 @@ std::string Daemon::handle(ControlCommand cmd) {
             o << "session {session} domain " << dom_.name << " domid " << dom_.domid << " state "
               << to_string(session_.state()) << " recorded " << writer_->committed(session_ord_)
               << " dropped " << counters_.dropped << " unrecorded " << counters_.unrecorded
-              << " timeouts " << counters_.timeouts << " traps " << traps_.size() << " db "
-              << writer_->path() << "\nOK\n";
+              << " timeouts " << counters_.timeouts << " traps " << traps_.size() << " queue "
+              << writer_->queued() << "/" << writer_->queue_capacity() << " db " << writer_->path()
+              << "\nOK\n";
             return o.str();
         }
         static const std::pair<ControlCommand, SessionAction> actions[] = {

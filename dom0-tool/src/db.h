@@ -126,6 +126,9 @@ class Writer {
     // Transactions of a session committed so far.
     uint64_t committed(uint32_t session) const;
     uint64_t committed() const { return committed_.load(); }
+    // Records waiting in the queue, and its size (approximate, any thread).
+    size_t queued() const { return queue_.size(); }
+    size_t queue_capacity() const { return queue_.capacity(); }
     std::string last_error() const;
     const std::string& path() const { return path_; }
 

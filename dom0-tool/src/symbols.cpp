@@ -144,7 +144,6 @@ class ElfSource : public Source {
     }
 
   public:
-
   private:
     Dwfl* dwfl_ = nullptr;
     Dwfl_Module* mod_ = nullptr;
@@ -223,7 +222,10 @@ bool is_elf(const std::string& path) {
                         "--symbols takes an ELF file or a System.map/kallsyms dump");
     char magic[4] = {};
     in.read(magic, 4);
-    return in.gcount() == 4 && std::memcmp(magic, "\x7f" "ELF", 4) == 0;
+    return in.gcount() == 4 && std::memcmp(magic,
+                                           "\x7f"
+                                           "ELF",
+                                           4) == 0;
 }
 
 } // namespace

@@ -22,9 +22,9 @@ struct sqlite3;
 namespace busprof {
 
 struct SymbolAt {
-    std::string name;   // function (or symbol) name; "[module]" appended for kallsyms
-    uint64_t offset;    // from its start
-    std::string source; // "file:line" from debug info, empty if none
+    std::string name;         // function (or symbol) name; "[module]" appended for kallsyms
+    uint64_t offset;          // from its start
+    std::string source;       // "file:line" from debug info, empty if none
     std::string text() const; // "name+0xoff"
 };
 

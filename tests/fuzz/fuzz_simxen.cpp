@@ -24,6 +24,7 @@ extern "C" {
 
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -43,10 +44,28 @@ namespace {
 busprof::sim::SimHypervisor* g_sim;
 std::string g_dir;
 
+// What every thread of this process (the simulator's included) is doing:
+// its state, kernel wait channel and system call; with BUSPROF_FUZZ_BT=1
+// also gdb's backtraces of all of them (gdb attached to this process).
+void dump_threads() {
+    std::string cmd =
+        "for t in /proc/" + std::to_string(::getpid()) +
+        "/task/*; do printf 'fuzz_simxen: thread %s %s state %s wchan %s syscall %s\\n' "
+        "\"${t##*/}\" \"$(cat $t/comm)\" \"$(cut -d' ' -f3 $t/stat)\" \"$(cat $t/wchan)\" "
+        "\"$(cut -d' ' -f1-2 $t/syscall)\"; done >&2";
+    (void)!std::system(cmd.c_str());
+    if (const char* bt = std::getenv("BUSPROF_FUZZ_BT"); bt && *bt == '1') {
+        cmd = "gdb -q -batch -p " + std::to_string(::getpid()) +
+              " -ex 'thread apply all bt' >&2 2>/dev/null";
+        (void)!std::system(cmd.c_str());
+    }
+}
+
 // BUSPROF_FUZZ_HOLD=1: a failing run waits for a debugger instead of
 // aborting (gdb -p PID, then `thread apply all bt`).
 [[noreturn]] void fail(const char* what) {
     std::fprintf(stderr, "fuzz_simxen: %s\n", what);
+    dump_threads();
     if (const char* hold = std::getenv("BUSPROF_FUZZ_HOLD"); hold && *hold == '1') {
         std::fprintf(stderr, "fuzz_simxen: pid %d waits for a debugger\n", ::getpid());
         for (;;)
@@ -66,10 +85,21 @@ FD connect_to(const std::string& path) {
 }
 
 // Reads a reply if one comes within ms; closes the descriptors it carries.
-bool read_reply(int sock, int ms, bp_sim_msg* out = nullptr) {
+// *why says what came instead when none did.
+bool read_reply(int sock, int ms, bp_sim_msg* out = nullptr, std::string* why = nullptr) {
     pollfd p{sock, POLLIN, 0};
-    if (::poll(&p, 1, ms) <= 0 || !(p.revents & POLLIN))
+    auto t0 = std::chrono::steady_clock::now();
+    int rc = ::poll(&p, 1, ms);
+    if (rc <= 0 || !(p.revents & POLLIN)) {
+        if (why)
+            *why = "poll returned " + std::to_string(rc) + ", revents " +
+                   std::to_string(p.revents) + ", after " +
+                   std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      std::chrono::steady_clock::now() - t0)
+                                      .count()) +
+                   " ms";
         return false;
+    }
     static std::vector<uint8_t> buf(sizeof(bp_sim_msg) +
                                     XEN_BUSPROF_EXTRACT_MAX * sizeof(xen_busprof_record));
     std::vector<FD> fds;
@@ -92,8 +122,11 @@ void still_answers() {
     m.role = BP_SIM_ROLE_DOM0;
     busprof::send_msg(s.get(), &m, sizeof(m));
     bp_sim_msg r{};
-    if (!read_reply(s.get(), 10000, &r))
+    std::string why;
+    if (!read_reply(s.get(), 10000, &r, &why)) {
+        std::fprintf(stderr, "fuzz_simxen: no answer: %s\n", why.c_str());
         fail("the simulator no longer answers a dom0 HELLO");
+    }
     if (r.rc != 0) {
         std::fprintf(stderr, "fuzz_simxen: dom0 HELLO answered %d\n", r.rc);
         fail("the simulator refuses a dom0 HELLO");

@@ -156,7 +156,10 @@ TEST_F(SymbolsTest, BadSymbolFilesAreClearErrors) {
     refused(write("data", "ffffffff81000000 D only_data\n"), "no text symbols");
     refused(write("ok", "0000000000001000 T a\n") + "@xyz", "bad address 'xyz'");
     // An ELF header and nothing behind it.
-    refused(write("truncated", std::string("\x7f" "ELF\x02\x01\x01", 7) + std::string(9, '\0')),
+    refused(write("truncated", std::string("\x7f"
+                                           "ELF\x02\x01\x01",
+                                           7) +
+                                   std::string(9, '\0')),
             "cannot read symbols from");
 }
 

@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// busprof top: a refreshing view of a running daemon, like xentop.  Each
+// frame: the daemon's status (its control socket) and, from the trace DB,
+// per port and direction what was recorded since the last frame.
+#include "cmd.h"
+#include "db.h"
+#include "error.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <csignal>
+#include <cstdio>
+#include <map>
+#include <poll.h>
+#include <sstream>
+#include <termios.h>
+#include <unistd.h>
+#include <vector>
+
+namespace busprof {
+
+namespace {
+
+// The daemon's status line, word by word ("session 3 domain g ... db PATH").
+std::map<std::string, std::string> parse_status(const std::string& reply) {
+    std::map<std::string, std::string> m;
+    std::istringstream in(reply.substr(0, reply.find('\n')));
+    std::string k, v;
+    while (in >> k >> v)
+        m[k] = v;
+    return m;
+}
+
+uint64_t pct(std::vector<int64_t>& v, double p) {
+    if (v.empty())
+        return 0;
+    size_t k = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+    std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(k), v.end());
+    return static_cast<uint64_t>(std::max<int64_t>(v[k], 0));
+}
+
+struct PortRow {
+    int port = 0;
+    std::string dir;
+    uint64_t n = 0, errors = 0, timeouts = 0;
+    double per_s = 0;
+    uint64_t bus_p50 = 0, bus_p99 = 0, ovh_p50 = 0, ovh_p99 = 0;
+};
+
+enum class SortBy { count, bus_p99, ovh_p99, port };
+const char* sort_name(SortBy s) {
+    switch (s) {
+    case SortBy::count:
+        return "count";
+    case SortBy::bus_p99:
+        return "bus p99";
+    case SortBy::ovh_p99:
+        return "overhead p99";
+    case SortBy::port:
+        return "port";
+    }
+    return "?";
+}
+
+// What the frame shows of one interval: the rows recorded since last_id.
+std::vector<PortRow> interval(Db& db, int64_t session, int64_t& last_id, double seconds,
+                              SortBy sort) {
+    struct Acc {
+        std::vector<int64_t> bus, ovh;
+        uint64_t n = 0, errors = 0, timeouts = 0;
+    };
+    std::map<std::pair<int, std::string>, Acc> acc;
+    Stmt st(db.get(), "SELECT id, port, dir, status, t_bus_end_ns - t_bus_begin_ns,"
+                      " (t_resume_ns - t_trap_ns) - (t_bus_end_ns - t_bus_begin_ns), clock_skewed"
+                      " FROM transactions WHERE session_id = ? AND id > ? ORDER BY id");
+    st.bind(1, session).bind(2, last_id);
+    while (st.step()) {
+        sqlite3_stmt* s = st.get();
+        last_id = sqlite3_column_int64(s, 0);
+        auto key = std::make_pair(sqlite3_column_int(s, 1),
+                                  reinterpret_cast<const char*>(sqlite3_column_text(s, 2)));
+        Acc& a = acc[key];
+        a.n++;
+        std::string status = reinterpret_cast<const char*>(sqlite3_column_text(s, 3));
+        a.errors += status == "error";
+        a.timeouts += status == "timeout";
+        if (status != "ok")
+            continue;
+        a.bus.push_back(sqlite3_column_int64(s, 4));
+        if (!sqlite3_column_int(s, 6)) // overhead only where the clocks agree
+            a.ovh.push_back(sqlite3_column_int64(s, 5));
+    }
+    std::vector<PortRow> rows;
+    for (auto& [k, a] : acc) {
+        PortRow r;
+        r.port = k.first;
+        r.dir = k.second;
+        r.n = a.n;
+        r.errors = a.errors;
+        r.timeouts = a.timeouts;
+        r.per_s = seconds > 0 ? static_cast<double>(a.n) / seconds : 0;
+        r.bus_p50 = pct(a.bus, 0.50);
+        r.bus_p99 = pct(a.bus, 0.99);
+        r.ovh_p50 = pct(a.ovh, 0.50);
+        r.ovh_p99 = pct(a.ovh, 0.99);
+        rows.push_back(r);
+    }
+    std::stable_sort(rows.begin(), rows.end(), [sort](const PortRow& a, const PortRow& b) {
+        switch (sort) {
+        case SortBy::count:
+            return a.n > b.n;
+        case SortBy::bus_p99:
+            return a.bus_p99 > b.bus_p99;
+        case SortBy::ovh_p99:
+            return a.ovh_p99 > b.ovh_p99;
+        case SortBy::port:
+            break;
+        }
+        return a.port < b.port;
+    });
+    return rows;
+}
+
+std::string frame(const std::map<std::string, std::string>& st, const std::vector<PortRow>& rows,
+                  double seconds, SortBy sort, bool interactive) {
+    auto get = [&](const char* k) {
+        auto it = st.find(k);
+        return it == st.end() ? std::string("?") : it->second;
+    };
+    std::ostringstream o;
+    char buf[256];
+    o << "busprof top - session " << get("session") << ", domain " << get("domain") << " (id "
+      << get("domid") << "), " << get("state") << "\n";
+    o << "recorded " << get("recorded") << "  dropped " << get("dropped") << "  unrecorded "
+      << get("unrecorded") << "  timeouts " << get("timeouts") << "  traps " << get("traps")
+      << "  queue " << get("queue") << "\n";
+    std::snprintf(buf, sizeof(buf), "last %.1f s, sorted by %s%s\n\n", seconds, sort_name(sort),
+                  interactive ? "  [s] sort  [p] pause/resume  [q] quit" : "");
+    o << buf;
+    std::snprintf(buf, sizeof(buf), "%6s %-3s %9s %9s %11s %11s %11s %11s %6s %8s\n", "port",
+                  "dir", "accesses", "per_s", "bus_p50_ns", "bus_p99_ns", "ovh_p50_ns",
+                  "ovh_p99_ns", "errors", "timeouts");
+    o << buf;
+    uint64_t total = 0;
+    for (auto& r : rows) {
+        std::snprintf(buf, sizeof(buf),
+                      "0x%04x %-3s %9" PRIu64 " %9.0f %11" PRIu64 " %11" PRIu64 " %11" PRIu64
+                      " %11" PRIu64 " %6" PRIu64 " %8" PRIu64 "\n",
+                      r.port, r.dir.c_str(), r.n, r.per_s, r.bus_p50, r.bus_p99, r.ovh_p50,
+                      r.ovh_p99, r.errors, r.timeouts);
+        o << buf;
+        total += r.n;
+    }
+    std::snprintf(buf, sizeof(buf), "%-10s %9" PRIu64 " %9.0f\n", "total", total,
+                  seconds > 0 ? static_cast<double>(total) / seconds : 0.0);
+    o << buf;
+    return o.str();
+}
+
+// The terminal in single-key mode for as long as top runs.
+class RawTerminal {
+  public:
+    RawTerminal() {
+        if (::tcgetattr(STDIN_FILENO, &saved_) != 0)
+            return;
+        termios t = saved_;
+        t.c_lflag &= ~static_cast<tcflag_t>(ICANON | ECHO);
+        t.c_cc[VMIN] = 0;
+        t.c_cc[VTIME] = 0;
+        active_ = ::tcsetattr(STDIN_FILENO, TCSANOW, &t) == 0;
+        std::fputs("\x1b[?25l", stdout); // hide the cursor
+    }
+    ~RawTerminal() {
+        if (active_)
+            ::tcsetattr(STDIN_FILENO, TCSANOW, &saved_);
+        std::fputs("\x1b[?25h\n", stdout);
+        std::fflush(stdout);
+    }
+    RawTerminal(const RawTerminal&) = delete;
+    RawTerminal& operator=(const RawTerminal&) = delete;
+
+  private:
+    termios saved_{};
+    bool active_ = false;
+};
+
+volatile std::sig_atomic_t g_quit = 0;
+
+} // namespace
+
+void setup_top(CLI::App& app, Globals& g, Runner& run) {
+    auto* c = app.add_subcommand(
+        "top", "a refreshing view of a running daemon: per-port accesses, latency, state");
+    auto interval_s = std::make_shared<double>(1.0);
+    auto batch = std::make_shared<bool>(false);
+    auto iterations = std::make_shared<uint64_t>(0);
+    auto db_path = std::make_shared<std::string>();
+    auto sort = std::make_shared<std::string>("count");
+    c->add_option("--socket", g.socket, "control socket of the daemon");
+    c->add_option("--db", *db_path, "trace DB (default: the daemon's)");
+    c->add_option("--interval", *interval_s, "seconds between frames")
+        ->capture_default_str()
+        ->check(seconds_in(0.1, 3600));
+    c->add_flag("--batch", *batch, "print the frames as plain text, for scripts (no keys)");
+    c->add_option("--iterations", *iterations, "stop after this many frames (0: until q or ^C)")
+        ->check(integer_in(0, UINT32_MAX));
+    c->add_option("--sort", *sort, "count, bus, overhead or port")
+        ->check(CLI::IsMember({"count", "bus", "overhead", "port"}));
+    c->callback([&g, &run, interval_s, batch, iterations, db_path, sort] {
+        run = [&g, interval_s, batch, iterations, db_path, sort] {
+            const auto timeout = std::chrono::milliseconds(5000);
+            auto st = parse_status(daemon_request(g.socket, "status", timeout));
+            std::string path = db_path->empty() ? st["db"] : *db_path;
+            Db db = Db::open(path, false);
+            SortBy by = *sort == "bus"        ? SortBy::bus_p99
+                        : *sort == "overhead" ? SortBy::ovh_p99
+                        : *sort == "port"     ? SortBy::port
+                                              : SortBy::count;
+            const bool interactive = !*batch && ::isatty(STDIN_FILENO) && ::isatty(STDOUT_FILENO);
+            std::signal(SIGINT, [](int) { g_quit = 1; });
+            std::signal(SIGTERM, [](int) { g_quit = 1; });
+            std::unique_ptr<RawTerminal> term;
+            if (interactive)
+                term = std::make_unique<RawTerminal>();
+
+            int64_t session = std::stoll(st["session"]);
+            int64_t last_id = 0;
+            // The first frame covers what is recorded from now on.
+            {
+                Stmt s(db.get(), "SELECT coalesce(max(id), 0) FROM transactions");
+                if (s.step())
+                    last_id = sqlite3_column_int64(s.get(), 0);
+            }
+            auto t_prev = std::chrono::steady_clock::now();
+            for (uint64_t n = 0; !g_quit && (!*iterations || n < *iterations); n++) {
+                // Wait out the interval, reacting to keys meanwhile.
+                auto until = t_prev + std::chrono::duration<double>(*interval_s);
+                while (!g_quit) {
+                    auto left = std::chrono::ceil<std::chrono::milliseconds>(
+                        until - std::chrono::steady_clock::now());
+                    if (left.count() <= 0)
+                        break;
+                    pollfd p{STDIN_FILENO, POLLIN, 0};
+                    if (!interactive || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
+                        if (!interactive)
+                            ::usleep(static_cast<useconds_t>(left.count() * 1000));
+                        continue;
+                    }
+                    char key = 0;
+                    if (::read(STDIN_FILENO, &key, 1) != 1)
+                        continue;
+                    if (key == 'q')
+                        g_quit = 1;
+                    else if (key == 's')
+                        by = static_cast<SortBy>((static_cast<int>(by) + 1) % 4);
+                    else if (key == 'p')
+                        daemon_request(g.socket, st["state"] == "paused" ? "resume" : "pause",
+                                       timeout);
+                    else
+                        continue;
+                    break; // show the change at once
+                }
+                if (g_quit)
+                    break;
+                auto now = std::chrono::steady_clock::now();
+                double secs = std::chrono::duration<double>(now - t_prev).count();
+                t_prev = now;
+                st = parse_status(daemon_request(g.socket, "status", timeout));
+                if (int64_t s = std::stoll(st["session"]); s != session) {
+                    session = s; // a rearm: the new session from its start
+                    last_id = 0;
+                }
+                auto rows = interval(db, session, last_id, secs, by);
+                std::string f = frame(st, rows, secs, by, interactive);
+                if (interactive)
+                    std::fputs("\x1b[H\x1b[2J", stdout);
+                std::fputs(f.c_str(), stdout);
+                if (!interactive)
+                    std::fputs("\n", stdout);
+                std::fflush(stdout);
+            }
+            return EXIT_SUCCESS;
+        };
+    });
+}
+
+} // namespace busprof

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""busprof top against a live daemon on the simulated hypervisor, through a
+real terminal (tmux): the frames show the session and per-port figures that
+match the trace, the keys sort, pause/resume the session and quit; --batch
+prints the same frames as plain text.
+
+usage: top_test.py CASE --bin BUILD_DIR
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_test import Rig, Skip, query, run_cases  # noqa: E402
+
+PORTS = "0x3f8-0x3ff,0x70-0x71,0x300-0x30f"
+ROW = re.compile(r"^0x([0-9a-f]{4}) (in |out)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)"
+                 r"\s+(\d+)\s+(\d+)$", re.M)
+
+
+def status(rig):
+    return rig.busprof("status", "--socket", rig.ctl_sock).stdout
+
+
+def until(pred, timeout, what):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.1)
+    raise AssertionError(f"{what} not seen within {timeout} s")
+
+
+class Tmux:
+    """One detached tmux session running a command in an 160x40 terminal."""
+
+    def __init__(self, rig, argv):
+        if not shutil.which("tmux"):
+            raise Skip("tmux is not installed")
+        self.sock = os.path.join(rig.dir, "tmux.sock")
+        self.name = "bptop"
+        cmd = " ".join(f"'{a}'" for a in argv) + f"; echo TOP-EXIT $? > {rig.dir}/top.rc; sleep 30"
+        subprocess.run(["tmux", "-S", self.sock, "new-session", "-d", "-s", self.name,
+                        "-x", "160", "-y", "40", cmd], check=True)
+        self.rc_file = os.path.join(rig.dir, "top.rc")
+
+    def pane(self):
+        return subprocess.run(["tmux", "-S", self.sock, "capture-pane", "-p", "-t", self.name],
+                              capture_output=True, text=True, check=True).stdout
+
+    def keys(self, k):
+        subprocess.run(["tmux", "-S", self.sock, "send-keys", "-t", self.name, k], check=True)
+
+    def close(self):
+        subprocess.run(["tmux", "-S", self.sock, "kill-server"], capture_output=True)
+
+
+def live_view_follows_the_daemon_and_its_keys(rig):
+    rig.policy(PORTS)
+    rig.start_daemon()
+    g = rig.guest_async([rig.exe("tests/e2e/busprof_cycle_guest"), "4000", "2"])
+    t = Tmux(rig, [rig.exe("dom0-tool/busprof"), "top", "--socket", rig.ctl_sock,
+                   "--interval", "0.5"])
+    try:
+        frame = until(lambda: (lambda p: p if ROW.search(p) else None)(t.pane()), 30,
+                      "a port row in top's frame")
+        assert "busprof top - session 1, domain e2e-guest (id 1), profiling" in frame, frame
+        assert "[s] sort  [p] pause/resume  [q] quit" in frame, frame
+        ports = {(int(m[0], 16), m[1].strip()) for m in ROW.findall(frame)}
+        assert ports <= {(0x3ff, "out"), (0x3ff, "in"), (0x305, "out"), (0x305, "in")}, ports
+        for m in ROW.findall(frame):
+            n, bus50, bus99 = int(m[2]), int(m[4]), int(m[5])
+            assert n > 0 and 0 < bus50 <= bus99, m
+        # s: the next sort order is shown at once.
+        t.keys("s")
+        until(lambda: "sorted by bus p99" in t.pane(), 10, "sort by bus p99")
+        # p: pauses the daemon's session, p again resumes it.
+        t.keys("p")
+        until(lambda: "state paused" in status(rig), 10, "the session paused")
+        until(lambda: ", paused" in t.pane(), 10, "the frame saying paused")
+        t.keys("p")
+        until(lambda: "state profiling" in status(rig), 10, "the session resumed")
+        # q: leaves with status 0 and the terminal as it was.
+        t.keys("q")
+        until(lambda: os.path.exists(t.rc_file), 10, "top's exit")
+        with open(t.rc_file) as f:
+            assert f.read().strip() == "TOP-EXIT 0"
+    finally:
+        t.close()
+    out, err = g.communicate(timeout=300)
+    assert g.returncode == 0, out + err
+    rig.stop_daemon()
+    marks = query(rig.db, "SELECT kind, cause FROM markers WHERE vcpu IS NULL ORDER BY id")
+    assert marks == [("start", "start_trap"), ("pause", "user"), ("resume", "user"),
+                     ("stop", "signal")], marks
+
+
+def batch_frames_count_what_the_trace_holds(rig):
+    """--batch: plain frames, no terminal codes; the accesses of the frames
+    add up to the rows recorded while top ran."""
+    rig.policy(PORTS)
+    rig.start_daemon()
+    top = rig.spawn([rig.exe("dom0-tool/busprof"), "top", "--socket", rig.ctl_sock, "--batch",
+                     "--interval", "0.3", "--iterations", "8", "--sort", "port"])
+    time.sleep(0.2)  # top has taken the trace's end as its start
+    r = rig.guest([rig.exe("tests/e2e/busprof_cycle_guest"), "1000", "2"], timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out, err = top.communicate(timeout=60)
+    assert top.returncode == 0, err
+    assert "\x1b" not in out, "terminal codes in --batch output"
+    frames = ["busprof top - " + f for f in out.split("busprof top - ")[1:]]
+    assert len(frames) == 8 and all(f.startswith("busprof top - session 1") for f in frames), out
+    seen = sum(int(m[2]) for m in ROW.findall(out))
+    (recorded,), = query(rig.db, "SELECT count(*) FROM transactions")
+    # Whatever was committed by top's last frame was shown once, never twice.
+    assert 0 < seen <= recorded == 4000, (seen, recorded)
+    for f in frames:
+        rows = [(int(m[0], 16), m[1]) for m in ROW.findall(f)]
+        assert rows == sorted(rows), f  # --sort port
+    rig.stop_daemon()
+
+
+def no_daemon_is_a_clear_error(rig):
+    r = rig.busprof("top", "--socket", os.path.join(rig.dir, "none.sock"), "--batch",
+                    check=False)
+    assert r.returncode == 1 and "busprof: error: no busprof daemon at" in r.stderr, r.stderr
+    assert "HINT:" in r.stderr, r.stderr
+
+
+CASES = {f.__name__: f for f in (live_view_follows_the_daemon_and_its_keys,
+                                 batch_frames_count_what_the_trace_holds,
+                                 no_daemon_is_a_clear_error)}
+
+if __name__ == "__main__":
+    sys.exit(run_cases(CASES, lambda bindir, name: Rig(bindir, PORTS, 4)))
