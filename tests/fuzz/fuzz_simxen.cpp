@@ -24,6 +24,8 @@ extern "C" {
 
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -89,10 +91,19 @@ FD connect_to(const std::string& path) {
 bool read_reply(int sock, int ms, bp_sim_msg* out = nullptr, std::string* why = nullptr) {
     pollfd p{sock, POLLIN, 0};
     auto t0 = std::chrono::steady_clock::now();
-    int rc = ::poll(&p, 1, ms);
+    auto deadline = t0 + std::chrono::milliseconds(ms);
+    int rc;
+    // libFuzzer's -timeout alarm (SIGALRM every timeout/2 s) interrupts the
+    // wait: wait out the rest, or a reply on its way counts as none.
+    do {
+        auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline -
+                                                                 std::chrono::steady_clock::now());
+        rc = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)));
+    } while (rc < 0 && errno == EINTR);
     if (rc <= 0 || !(p.revents & POLLIN)) {
         if (why)
-            *why = "poll returned " + std::to_string(rc) + ", revents " +
+            *why = "poll returned " + std::to_string(rc) +
+                   (rc < 0 ? std::string(" (") + std::strerror(errno) + ")" : "") + ", revents " +
                    std::to_string(p.revents) + ", after " +
                    std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
                                       std::chrono::steady_clock::now() - t0)
