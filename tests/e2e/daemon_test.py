@@ -348,18 +348,27 @@ def stop_on_stop_trap_stops_at_the_first_stop(rig):
 
 
 def pause_under_live_traffic_loses_nothing(rig):
+    """Pause and resume while two vCPUs keep going: every access is either
+    recorded or counted unrecorded.  Each step waits for the guest to have
+    made accesses in the state before it (timed sleeps let a fast or a
+    starved guest finish or idle through the pause)."""
     rig.policy(PORTS)
     rig.start_daemon()
-    g = rig.guest_async([rig.exe("tests/e2e/busprof_cycle_guest"), "3000", "2"])
-    time.sleep(0.3)
+    g = rig.guest_async([rig.exe("tests/e2e/busprof_cycle_guest"), "20000", "2"])
+
+    def counter(name):
+        m = re.search(rf"\b{name} (\d+)", status(rig))
+        return int(m.group(1)) if m else 0
+
+    wait_for(lambda: counter("recorded") > 0, 60, "accesses recorded")
     rig.busprof("pause", "--socket", rig.ctl_sock)
-    time.sleep(0.3)
+    wait_for(lambda: counter("unrecorded") > 0, 60, "accesses served while paused")
     rig.busprof("resume", "--socket", rig.ctl_sock)
     out, err = g.communicate(timeout=300)
     assert g.returncode == 0, out + err
     rig.stop_daemon()
     (rec, unrec), = query(rig.db, "SELECT recorded, unrecorded FROM sessions")
-    assert rec + unrec == 12000 and rec > 0 and unrec > 0, (rec, unrec)
+    assert rec + unrec == 80000 and rec > 0 and unrec > 0, (rec, unrec)
     marks = query(rig.db, "SELECT kind, cause FROM markers WHERE vcpu IS NULL ORDER BY id")
     assert marks == [("start", "start_trap"), ("pause", "user"), ("resume", "user"),
                      ("stop", "signal")], marks
