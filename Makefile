@@ -12,7 +12,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CTEST_LABELS ?= fast|system
 DEPS = cmake g++ gcc make pkg-config python3 sqlite3 libsqlite3-dev libcli11-dev \
-       libgtest-dev libgmock-dev libxen-dev libdw-dev tmux clang libclang-rt-14-dev clang-format
+       libgtest-dev libgmock-dev libxen-dev libdw-dev tmux chromium clang libclang-rt-14-dev clang-format
 
 .PHONY: demo test test-sanitize build deps asan system-test system-soak fuzz bench format clean
 

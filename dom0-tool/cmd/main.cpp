@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
     setup_demo(app, g, run);
     setup_symbolize(app, g, run);
     setup_top(app, g, run);
+    setup_report(app, g, run);
 
     try {
         app.parse(argc, argv);

@@ -137,9 +137,9 @@ std::string frame(const std::map<std::string, std::string>& st, const std::vecto
     std::snprintf(buf, sizeof(buf), "last %.1f s, sorted by %s%s\n\n", seconds, sort_name(sort),
                   interactive ? "  [s] sort  [p] pause/resume  [q] quit" : "");
     o << buf;
-    std::snprintf(buf, sizeof(buf), "%6s %-3s %9s %9s %11s %11s %11s %11s %6s %8s\n", "port",
-                  "dir", "accesses", "per_s", "bus_p50_ns", "bus_p99_ns", "ovh_p50_ns",
-                  "ovh_p99_ns", "errors", "timeouts");
+    std::snprintf(buf, sizeof(buf), "%6s %-3s %9s %9s %11s %11s %11s %11s %6s %8s\n", "port", "dir",
+                  "accesses", "per_s", "bus_p50_ns", "bus_p99_ns", "ovh_p50_ns", "ovh_p99_ns",
+                  "errors", "timeouts");
     o << buf;
     uint64_t total = 0;
     for (auto& r : rows) {

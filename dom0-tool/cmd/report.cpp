@@ -1,0 +1,434 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// busprof report: one self-contained HTML file for a session, to open in a
+// browser without a network: per port and direction a latency histogram
+// on a log scale and the split of the guest's wait into its parts, a
+// timeline of the accesses per vCPU, the top instructions, the triggers,
+// markers and events.  The data goes into the page as JSON; a small script
+// in the page draws the charts as SVG.
+#include "cmd.h"
+#include "db.h"
+#include "error.h"
+#include "symbols.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace busprof {
+
+namespace {
+
+// Histogram buckets: four per octave, bucket b holds [2^(b/4), 2^((b+1)/4)) ns,
+// so a bar's edges are within 19 % of each other.  Bucket -1: 0 ns.
+int bucket_of(int64_t ns) {
+    if (ns <= 0)
+        return -1;
+    return static_cast<int>(std::floor(4.0 * std::log2(static_cast<double>(ns))));
+}
+
+// The result of a query that builds JSON with SQLite's own functions
+// (json_object, json_group_array), which escape every string.
+std::string json_query(Db& db, const std::string& sql, int64_t session) {
+    Stmt st(db.get(), sql);
+    if (sql.find('?') != std::string::npos)
+        st.bind(1, session);
+    if (!st.step())
+        return "null";
+    auto* t = sqlite3_column_text(st.get(), 0);
+    return t ? reinterpret_cast<const char*>(t) : "null";
+}
+
+std::string json_text(Db& db, const std::string& s) {
+    Stmt st(db.get(), "SELECT json_quote(?)");
+    st.bind(1, s);
+    st.step();
+    return reinterpret_cast<const char*>(sqlite3_column_text(st.get(), 0));
+}
+
+// The page.  The script reads the JSON in #data, draws each chart as an
+// SVG element of class "chart" and says on <body> how many it drew
+// (data-rendered) or what went wrong (data-error).
+const char* const kPage1 = R"html(<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>busprof report</title>
+<style>
+body { font: 14px/1.4 sans-serif; margin: 1.5em; color: #222; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: .5em 0; } td, th { padding: 2px 8px; border: 1px solid #ddd; text-align: right; }
+th { background: #f3f3f3; } td.l, th.l { text-align: left; }
+.charts { display: flex; flex-wrap: wrap; gap: 1em; } .chart { background: #fcfcfc; border: 1px solid #e3e3e3; }
+.note { color: #666; font-size: 12px; } .legend span { display: inline-block; width: 12px; height: 12px; margin: 0 4px 0 12px; vertical-align: middle; }
+</style></head>
+<body>
+<h1>busprof report</h1>
+<div id="summary"></div>
+<h2>Latency per port and direction</h2>
+<p class="note">Bus time of each access (daemon, immediately around the real access), on a log scale: four bars per octave.</p>
+<div class="charts" id="histograms"></div>
+<h2>Where the guest's wait goes</h2>
+<p class="note">Each access's wait, trap to resume, split into <b>exit&rarr;daemon</b> (t_bus_begin&minus;t_trap), <b>bus</b> and <b>daemon&rarr;resume</b> (t_resume&minus;t_bus_end); medians per port, then the first accesses one by one. Rows whose two clocks disagree (clock_skewed) are left out.</p>
+<div class="legend"><span style="background:#e6a23c"></span>exit&rarr;daemon<span style="background:#409eff"></span>bus<span style="background:#67c23a"></span>daemon&rarr;resume</div>
+<div class="charts" id="split"></div>
+<h2>Timeline per vCPU</h2>
+<div class="charts" id="timeline"></div>
+<h2>Top instructions</h2>
+<div id="rips"></div>
+<h2>Markers</h2>
+<div id="markers"></div>
+<h2>Events</h2>
+<div id="events"></div>
+<script type="application/json" id="data">)html";
+
+const char* const kPage2 = R"html(</script>
+<script>
+"use strict";
+const SVG = "http://www.w3.org/2000/svg";
+const COLORS = ["#409eff", "#e6a23c", "#67c23a", "#f56c6c", "#909399", "#9b59b6", "#1abc9c", "#d35400"];
+function el(tag, attrs, parent) {
+  const e = document.createElementNS(SVG, tag);
+  for (const k in attrs) e.setAttribute(k, attrs[k]);
+  if (parent) parent.appendChild(e);
+  return e;
+}
+function text(parent, x, y, s, anchor) {
+  const t = el("text", {x: x, y: y, "font-size": 10, "text-anchor": anchor || "start"}, parent);
+  t.textContent = s;
+  return t;
+}
+function chart(parent, kind, w, h, title) {
+  const s = el("svg", {class: "chart", "data-kind": kind, width: w, height: h, viewBox: "0 0 " + w + " " + h});
+  parent.appendChild(s);
+  text(s, 8, 14, title);
+  return s;
+}
+function ns(v) {
+  if (v < 0) return "-" + ns(-v);
+  if (v >= 1e6) return (v / 1e6).toFixed(v >= 1e7 ? 0 : 1) + " ms";
+  if (v >= 1e3) return (v / 1e3).toFixed(v >= 1e4 ? 0 : 1) + " \u00b5s";
+  return Math.round(v) + " ns";
+}
+function table(id, cols, rows) {
+  const t = document.createElement("table");
+  const hr = t.insertRow();
+  for (const c of cols) { const th = document.createElement("th"); th.textContent = c[0]; th.className = c[1] || ""; hr.appendChild(th); }
+  for (const r of rows) {
+    const tr = t.insertRow();
+    r.forEach((v, i) => { const td = tr.insertCell(); td.textContent = v === null ? "" : v; td.className = cols[i][1] || ""; });
+  }
+  document.getElementById(id).appendChild(t);
+  return t;
+}
+function portName(p) { return "0x" + p.port.toString(16).padStart(4, "0") + " " + p.dir; }
+
+function draw(d) {
+  let n = 0;
+  const s = d.session;
+  document.title = "busprof report: session " + s.id + ", " + s.domain_name;
+  table("summary", [["session"], ["domain", "l"], ["backend", "l"], ["state", "l"], ["start trigger", "l"],
+                    ["stop trigger", "l"], ["pre-trigger"], ["recorded"], ["dropped"], ["unrecorded"], ["timeouts"], ["clock skew"]],
+        [[s.id, s.domain_name + " (id " + s.domid + ")", s.backend + " / " + s.bus, s.state, s.start_trigger,
+          s.stop_trigger, s.pre_trigger, s.recorded, s.dropped, s.unrecorded, s.timeouts, ns(s.clock_skew_ns)]]);
+
+  // Histograms: x is the bucket index (log scale), y the count.
+  const H = document.getElementById("histograms");
+  let bmin = Infinity, bmax = -Infinity;
+  for (const p of d.ports) for (const b of p.hist) { bmin = Math.min(bmin, b[0]); bmax = Math.max(bmax, b[0]); }
+  for (const p of d.ports) {
+    const w = 460, h = 180, x0 = 40, y0 = 150, span = Math.max(bmax - bmin + 1, 8);
+    const svg = chart(H, "histogram", w, h, portName(p) + ": " + p.count + " accesses, p50 " + ns(p.p50) + ", p99 " + ns(p.p99));
+    svg.setAttribute("data-port", p.port); svg.setAttribute("data-dir", p.dir);
+    const top = Math.max(...p.hist.map(b => b[3]), 1), bw = (w - x0 - 10) / span;
+    for (const b of p.hist) {
+      const bh = (y0 - 24) * b[3] / top;
+      const r = el("rect", {class: "bar", x: x0 + (b[0] - bmin) * bw, y: y0 - bh, width: Math.max(bw - 1, 1), height: bh, fill: "#409eff"}, svg);
+      el("title", {}, r).textContent = ns(b[1]) + " \u2013 " + ns(b[2]) + ": " + b[3];
+    }
+    el("line", {x1: x0, y1: y0, x2: w - 10, y2: y0, stroke: "#999"}, svg);
+    for (let b = Math.ceil(bmin / 4) * 4; b <= bmax + 1; b += 4)   // one label per octave
+      text(svg, x0 + (b - bmin) * bw, y0 + 14, ns(Math.pow(2, b / 4)), "middle");
+    text(svg, x0 - 4, y0 - (y0 - 24), String(top), "end");
+    n++;
+  }
+
+  // Split: medians per port, then access by access.
+  const S = document.getElementById("split");
+  const parts = ["#e6a23c", "#409eff", "#67c23a"];
+  {
+    const rowh = 22, w = 620, x0 = 110, h = 30 + rowh * d.ports.length;
+    const svg = chart(S, "split-medians", w, h, "median of each part, per port");
+    const max = Math.max(...d.ports.map(p => p.split[0] + p.split[1] + p.split[2]), 1);
+    d.ports.forEach((p, i) => {
+      let x = x0; const y = 24 + i * rowh;
+      text(svg, x0 - 6, y + 12, portName(p), "end");
+      p.split.forEach((v, k) => {
+        const bw = (w - x0 - 80) * v / max;
+        el("title", {}, el("rect", {class: "part", x: x, y: y, width: bw, height: rowh - 6, fill: parts[k]}, svg)).textContent = ns(v);
+        x += bw;
+      });
+      text(svg, x + 4, y + 12, ns(p.split[0] + p.split[1] + p.split[2]));
+    });
+    n++;
+  }
+  {
+    const acc = d.accesses.filter(a => a[6] === 0 && a[4] !== null).slice(0, d.split_accesses);
+    const w = 900, h = 220, x0 = 50, y0 = 190;
+    const svg = chart(S, "split-accesses", w, h, "the first " + acc.length + " accesses, trap to resume");
+    const max = Math.max(...acc.map(a => a[3] + a[4] + a[5]), 1), bw = (w - x0 - 10) / Math.max(acc.length, 1);
+    acc.forEach((a, i) => {
+      let y = y0;
+      [a[3], a[4], a[5]].forEach((v, k) => {
+        const bh = (y0 - 24) * v / max;
+        y -= bh;
+        el("rect", {class: "part", x: x0 + i * bw, y: y, width: Math.max(bw - 0.5, 0.5), height: bh, fill: parts[k]}, svg);
+      });
+    });
+    text(svg, x0 - 4, 30, ns(max), "end");
+    n++;
+  }
+
+  // Timeline: one lane per vCPU, a dot per access, coloured by port.
+  {
+    const T = document.getElementById("timeline");
+    const vcpus = [...new Set(d.accesses.map(a => a[1]))].sort((a, b) => a - b);
+    const lane = 26, w = 1000, x0 = 60, h = 40 + lane * Math.max(vcpus.length, 1);
+    const svg = chart(T, "timeline", w, h, d.accesses.length + " accesses" + (d.sampled ? " (every " + d.sampled + "th)" : "") +
+                      " over " + ns(d.span_ns));
+    const keys = d.ports.map(p => p.port + p.dir);
+    vcpus.forEach((v, i) => text(svg, x0 - 6, 34 + i * lane + 4, "vCPU " + v, "end"));
+    for (const a of d.accesses) {
+      const i = vcpus.indexOf(a[1]), k = keys.indexOf(a[2] + a[7]);
+      el("circle", {class: "access", cx: x0 + (w - x0 - 10) * a[0] / Math.max(d.span_ns, 1), cy: 34 + i * lane, r: 2.5,
+                    fill: COLORS[(k < 0 ? 0 : k) % COLORS.length]}, svg);
+    }
+    d.ports.forEach((p, k) => {
+      el("rect", {x: x0 + k * 110, y: h - 14, width: 10, height: 10, fill: COLORS[k % COLORS.length]}, svg);
+      text(svg, x0 + k * 110 + 14, h - 5, portName(p));
+    });
+    n++;
+  }
+
+  table("rips", [["rip", "l"], ["symbol", "l"], ["source", "l"], ["accesses"], ["ports", "l"], ["bus time"]],
+        d.rips.map(r => [r.rip, r.symbol, r.source, r.accesses, r.ports, ns(r.bus_ns)])).id = "rip-table";
+  table("markers", [["t"], ["kind", "l"], ["origin", "l"], ["vCPU"], ["ports", "l"], ["cause", "l"]],
+        d.markers.map(m => [ns(m.t_ns - d.t0), m.kind, m.origin, m.vcpu,
+                            m.port_first === null ? "" : "0x" + m.port_first.toString(16) + "-0x" + m.port_last.toString(16), m.cause])).id = "marker-table";
+  table("events", [["t"], ["kind", "l"], ["detail", "l"]],
+        d.events.map(e => [ns(e.t_ns - d.t0), e.kind, e.detail])).id = "event-table";
+  return n;
+}
+try {
+  const n = draw(JSON.parse(document.getElementById("data").textContent));
+  document.body.setAttribute("data-rendered", n);
+} catch (e) {
+  document.body.setAttribute("data-error", String(e));
+  document.body.insertAdjacentText("afterbegin", "report could not be drawn: " + e);
+}
+</script>
+</body></html>
+)html";
+
+// Up to this many accesses go into the page (evenly sampled beyond).
+constexpr int64_t kMaxAccesses = 20000;
+constexpr int kSplitAccesses = 300;
+
+std::string build_json(Db& db, int64_t session, const Symbols& syms) {
+    std::ostringstream o;
+    o << "{\"session\":"
+      << json_query(db,
+                    "SELECT json_object('id', id, 'domid', domid, 'domain_name', domain_name,"
+                    " 'backend', backend, 'bus', bus, 'state', state, 'start_trigger',"
+                    " start_trigger, 'stop_trigger', stop_trigger, 'pre_trigger', pre_trigger,"
+                    " 'recorded', recorded, 'dropped', dropped, 'unrecorded', unrecorded,"
+                    " 'timeouts', timeouts, 'clock_skew_ns', clock_skew_ns)"
+                    " FROM sessions WHERE id = ?",
+                    session);
+
+    // Per port and direction: histogram of bus time, percentiles, split.
+    struct Port {
+        int port;
+        std::string dir;
+        std::vector<int64_t> bus;
+        std::vector<int64_t> exit, resume, busok; // rows whose clocks agree
+    };
+    std::vector<Port> ports;
+    std::map<std::pair<int, std::string>, size_t> index;
+    int64_t t0 = 0, t1 = 0, total = 0;
+    {
+        // The page's time line: from the first access or marker to the last.
+        Stmt st(db.get(), "SELECT min(a, coalesce(m0, a)), max(b, coalesce(m1, b)), n FROM"
+                          " (SELECT min(t_trap_ns) AS a, max(t_resume_ns) AS b, count(*) AS n"
+                          "  FROM transactions WHERE session_id = ?1),"
+                          " (SELECT min(t_ns) AS m0, max(t_ns) AS m1 FROM markers"
+                          "  WHERE session_id = ?1)");
+        st.bind(1, session);
+        if (st.step()) {
+            t0 = sqlite3_column_int64(st.get(), 0);
+            t1 = sqlite3_column_int64(st.get(), 1);
+            total = sqlite3_column_int64(st.get(), 2);
+        }
+    }
+    int64_t every = total > kMaxAccesses ? (total + kMaxAccesses - 1) / kMaxAccesses : 0;
+    std::ostringstream acc;
+    int64_t i = 0, shown = 0;
+    Stmt st(db.get(), "SELECT t_trap_ns, vcpu, port, dir, t_bus_begin_ns, t_bus_end_ns,"
+                      " t_resume_ns, clock_skewed, status FROM transactions"
+                      " WHERE session_id = ? ORDER BY t_trap_ns, id");
+    st.bind(1, session);
+    while (st.step()) {
+        sqlite3_stmt* s = st.get();
+        int port = sqlite3_column_int(s, 2);
+        std::string dir = reinterpret_cast<const char*>(sqlite3_column_text(s, 3));
+        auto key = std::make_pair(port, dir);
+        if (!index.count(key)) {
+            index[key] = ports.size();
+            ports.push_back({port, dir, {}, {}, {}, {}});
+        }
+        Port& p = ports[index[key]];
+        bool has_bus = sqlite3_column_type(s, 4) != SQLITE_NULL;
+        bool ok = std::string(reinterpret_cast<const char*>(sqlite3_column_text(s, 8))) == "ok";
+        bool skewed = sqlite3_column_int(s, 7) != 0;
+        int64_t trap = sqlite3_column_int64(s, 0), b0 = sqlite3_column_int64(s, 4),
+                b1 = sqlite3_column_int64(s, 5), res = sqlite3_column_int64(s, 6);
+        if (ok && has_bus) {
+            p.bus.push_back(b1 - b0);
+            if (!skewed) {
+                p.exit.push_back(b0 - trap);
+                p.busok.push_back(b1 - b0);
+                p.resume.push_back(res - b1);
+            }
+        }
+        if (!every || i % every == 0) {
+            acc << (shown ? "," : "") << "[" << trap - t0 << "," << sqlite3_column_int(s, 1) << ","
+                << port << ",";
+            if (ok && has_bus)
+                acc << b0 - trap << "," << b1 - b0 << "," << res - b1;
+            else
+                acc << "null,null,null";
+            acc << "," << (skewed ? 1 : 0) << ",\"" << dir << "\"]";
+            shown++;
+        }
+        i++;
+    }
+    auto median = [](std::vector<int64_t> v, double q) -> int64_t {
+        if (v.empty())
+            return 0;
+        size_t k = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
+        std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(k), v.end());
+        return v[k];
+    };
+    std::sort(ports.begin(), ports.end(), [](const Port& a, const Port& b) {
+        return a.port != b.port ? a.port < b.port : a.dir < b.dir;
+    });
+    o << ",\"ports\":[";
+    for (size_t k = 0; k < ports.size(); k++) {
+        Port& p = ports[k];
+        std::map<int, int64_t> hist;
+        for (int64_t v : p.bus)
+            hist[bucket_of(v)]++;
+        o << (k ? "," : "") << "{\"port\":" << p.port << ",\"dir\":\"" << p.dir
+          << "\",\"count\":" << p.bus.size() << ",\"p50\":" << median(p.bus, 0.5)
+          << ",\"p99\":" << median(p.bus, 0.99) << ",\"hist\":[";
+        bool first = true;
+        for (auto [b, n] : hist) {
+            double lo = b < 0 ? 0 : std::pow(2.0, b / 4.0), hi = b < 0 ? 1 : std::pow(2.0, (b + 1) / 4.0);
+            char buf[96];
+            std::snprintf(buf, sizeof(buf), "[%d,%.1f,%.1f,%" PRId64 "]", b, lo, hi, n);
+            o << (first ? "" : ",") << buf;
+            first = false;
+        }
+        o << "],\"split\":[" << median(p.exit, 0.5) << "," << median(p.busok, 0.5) << ","
+          << median(p.resume, 0.5) << "]}";
+    }
+    o << "],\"accesses\":[" << acc.str() << "],\"sampled\":" << every << ",\"span_ns\":" << t1 - t0
+      << ",\"t0\":" << t0 << ",\"split_accesses\":" << kSplitAccesses;
+
+    // Top instructions by bus time, named where --symbols knows them.
+    o << ",\"rips\":[";
+    {
+        Stmt r(db.get(), "SELECT rip, count(*), group_concat(DISTINCT printf('0x%04x', port)),"
+                         " coalesce(sum(t_bus_end_ns - t_bus_begin_ns), 0) AS bus"
+                         " FROM transactions WHERE session_id = ? AND rip != 0"
+                         " GROUP BY rip ORDER BY bus DESC, rip LIMIT 20");
+        r.bind(1, session);
+        bool first = true;
+        while (r.step()) {
+            auto rip = static_cast<uint64_t>(sqlite3_column_int64(r.get(), 0));
+            auto sym = syms.lookup(rip);
+            char hex[32];
+            std::snprintf(hex, sizeof(hex), "0x%" PRIx64, rip);
+            o << (first ? "" : ",") << "{\"rip\":\"" << hex
+              << "\",\"symbol\":" << (sym ? json_text(db, sym->text()) : "null")
+              << ",\"source\":" << (sym && !sym->source.empty() ? json_text(db, sym->source) : "null")
+              << ",\"accesses\":" << sqlite3_column_int64(r.get(), 1) << ",\"ports\":"
+              << json_text(db, reinterpret_cast<const char*>(sqlite3_column_text(r.get(), 2)))
+              << ",\"bus_ns\":" << sqlite3_column_int64(r.get(), 3) << "}";
+            first = false;
+        }
+    }
+    o << "],\"markers\":"
+      << json_query(db,
+                    "SELECT coalesce(json_group_array(json_object('t_ns', t_ns, 'kind', kind,"
+                    " 'origin', origin, 'vcpu', vcpu, 'port_first', port_first, 'port_last',"
+                    " port_last, 'cause', cause)), '[]') FROM (SELECT * FROM markers"
+                    " WHERE session_id = ? ORDER BY t_ns, id)",
+                    session)
+      << ",\"events\":"
+      << json_query(db,
+                    "SELECT coalesce(json_group_array(json_object('t_ns', t_ns, 'kind', kind,"
+                    " 'detail', detail)), '[]') FROM (SELECT * FROM events WHERE session_id = ?"
+                    " ORDER BY t_ns, id)",
+                    session)
+      << "}";
+    return o.str();
+}
+
+} // namespace
+
+void setup_report(CLI::App& app, Globals& g, Runner& run) {
+    auto* c = app.add_subcommand("report", "one self-contained HTML report of a session");
+    auto out = std::make_shared<std::string>();
+    auto session = std::make_shared<int64_t>(0);
+    auto specs = std::make_shared<std::vector<std::string>>();
+    c->add_option("--db", g.db, "trace DB file");
+    c->add_option("--session", *session, "the session (default: the last one)")
+        ->check(integer_in(1, INT64_MAX));
+    c->add_option("-o,--output", *out, "the HTML file to write")->required()->check(
+        non_empty("--output"));
+    add_symbols_option(c, *specs);
+    c->callback([&g, &run, out, session, specs] {
+        run = [&g, out, session, specs] {
+            Symbols syms = load_symbols(*specs);
+            Db db = Db::open(g.db, false);
+            int64_t s = *session;
+            if (!s)
+                s = db.scalar("SELECT coalesce(max(id), 0) FROM sessions");
+            if (!s || !db.scalar("SELECT count(*) FROM sessions WHERE id = " + std::to_string(s)))
+                throw UserError(s ? "no session " + std::to_string(s) + " in " + g.db
+                                  : "no session in " + g.db,
+                                "list them with 'busprof sessions --db " + g.db + "'");
+            std::string json = build_json(db, s, syms);
+            // Nothing in the data may end the <script> element it sits in.
+            for (size_t at = 0; (at = json.find("</", at)) != std::string::npos; at += 3)
+                json.replace(at, 2, "<\\/");
+            std::string tmp = *out + ".tmp";
+            {
+                std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+                f << kPage1 << json << kPage2;
+                f.close();
+                if (!f)
+                    throw UserError("cannot write " + tmp + ": " + std::strerror(errno),
+                                    "check that its directory exists and has room");
+            }
+            if (std::rename(tmp.c_str(), out->c_str()) != 0)
+                throw UserError("cannot write " + *out + ": " + std::strerror(errno));
+            std::printf("busprof: report of session %" PRId64 " written to %s\n", s,
+                        out->c_str());
+            return EXIT_SUCCESS;
+        };
+    });
+}
+
+} // namespace busprof

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""busprof report in a real browser: headless Chromium loads the page from
+disk, its script draws the charts, and the DOM after the scripts ran is held
+against the trace DB: one histogram per port and direction whose bars hold
+exactly the DB's accesses in the documented log buckets, the split and
+timeline charts, the top instructions with their symbols, every marker.  The
+page must load nothing from anywhere (no network at view time).  A
+screenshot is kept in BUILD_DIR/test-artifacts/report.png.
+
+usage: report_test.py --bin BUILD_DIR
+"""
+import argparse
+import html.parser
+import math
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+
+CHROMIUM = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+            "--disable-extensions", "--no-first-run"]
+
+
+class Dom(html.parser.HTMLParser):
+    """Just what the test needs of the rendered DOM."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = {}
+        self.charts = []      # [kind, attrs, {child tag/class: count}, [title texts]]
+        self.tables = {}      # id -> rows (lists of cell texts)
+        self._chart = self._table = self._row = self._cell = None
+        self._title = False
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "body":
+            self.body = a
+        elif tag == "svg" and "chart" in a.get("class", ""):
+            self._chart = [a.get("data-kind"), a, {}, []]
+            self.charts.append(self._chart)
+        elif self._chart is not None and tag in ("rect", "circle"):
+            k = f"{tag}.{a.get('class', '')}"
+            self._chart[2][k] = self._chart[2].get(k, 0) + 1
+        elif self._chart is not None and tag == "title":
+            self._title = True
+            self._chart[3].append("")
+        elif tag == "table" and a.get("id"):
+            self._table = self.tables.setdefault(a["id"], [])
+        elif tag == "tr" and self._table is not None:
+            self._row = []
+            self._table.append(self._row)
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = ""
+
+    def handle_endtag(self, tag):
+        if tag == "svg":
+            self._chart = None
+        elif tag == "title":
+            self._title = False
+        elif tag == "table":
+            self._table = None
+        elif tag in ("td", "th") and self._row is not None and self._cell is not None:
+            self._row.append(self._cell)
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._title and self._chart is not None:
+            self._chart[3][-1] += data
+        if self._cell is not None:
+            self._cell += data
+
+
+def bucket(ns):
+    return -1 if ns <= 0 else math.floor(4 * math.log2(ns))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    b = os.path.abspath(ap.parse_args().bin)
+    busprof = os.path.join(b, "dom0-tool/busprof")
+    driver = os.path.join(b, "guest-lib/busprof-example-driver")
+    if not shutil.which("chromium"):
+        sys.exit("report_test: chromium is not installed (make deps installs it)")
+    with tempfile.TemporaryDirectory(prefix="busprof-report.") as tmp:
+        db = os.path.join(tmp, "trace.db")
+        out = os.path.join(tmp, "report.html")
+        subprocess.run([busprof, "demo", "--db", db, "--iterations", "40"], check=True,
+                       capture_output=True)
+        r = subprocess.run([busprof, "report", "--db", db, "-o", out, "--symbols", driver],
+                           capture_output=True, text=True)
+        assert r.returncode == 0 and "report of session 1 written" in r.stdout, r.stderr
+
+        page = open(out, encoding="utf-8").read()
+        # Self-contained: nothing to fetch (the SVG namespace is a name, not a load).
+        assert not re.search(r"<(link|img|iframe)\b|\bsrc=|@import|url\(", page), "external resource"
+        assert re.sub(r'"http://www\.w3\.org/2000/svg"', "", page).count("http") == 0
+
+        dump = subprocess.run([*CHROMIUM, "--dump-dom", "file://" + out], capture_output=True,
+                              text=True, timeout=120)
+        assert dump.returncode == 0, dump.stderr[-2000:]
+        dom = Dom()
+        dom.feed(dump.stdout)
+        assert "data-error" not in dom.body, dom.body.get("data-error")
+
+        con = sqlite3.connect(db)
+        rows = con.execute("SELECT port, dir, t_bus_end_ns - t_bus_begin_ns FROM transactions"
+                           " WHERE status = 'ok' AND t_bus_begin_ns IS NOT NULL").fetchall()
+        ports = sorted({(p, d) for p, d, _ in rows})
+        hists = [c for c in dom.charts if c[0] == "histogram"]
+        assert int(dom.body.get("data-rendered", -1)) == len(ports) + 3 == len(dom.charts), \
+            (dom.body, len(ports), [c[0] for c in dom.charts])
+        assert [(int(c[1]["data-port"]), c[1]["data-dir"]) for c in hists] == ports
+        for c in hists:
+            p, d = int(c[1]["data-port"]), c[1]["data-dir"]
+            want = {}
+            for pp, dd, ns in rows:
+                if (pp, dd) == (p, d):
+                    want[bucket(ns)] = want.get(bucket(ns), 0) + 1
+            assert c[2].get("rect.bar") == len(want), (p, d, c[2], want)
+            got = sorted(int(t.rsplit(": ", 1)[1]) for t in c[3])
+            assert got == sorted(want.values()), (p, d, got, want)
+
+        (n,), = con.execute("SELECT count(*) FROM transactions").fetchall()
+        timeline, = [c for c in dom.charts if c[0] == "timeline"]
+        assert timeline[2].get("circle.access") == n, (timeline[2], n)
+        medians, = [c for c in dom.charts if c[0] == "split-medians"]
+        assert medians[2].get("rect.part") == 3 * len(ports), medians[2]
+        (split_n,), = con.execute("SELECT min(count(*), 300) FROM transactions WHERE status = 'ok'"
+                                  " AND clock_skewed = 0 AND t_bus_begin_ns IS NOT NULL").fetchall()
+        each, = [c for c in dom.charts if c[0] == "split-accesses"]
+        assert each[2].get("rect.part") == 3 * split_n, (each[2], split_n)
+
+        rips = dom.tables["rip-table"][1:]
+        (nrip,), = con.execute("SELECT min(count(DISTINCT rip), 20) FROM transactions"
+                               " WHERE rip != 0").fetchall()
+        assert len(rips) == nrip and all(re.fullmatch(r"main\+0x[0-9a-f]+", r[1]) for r in rips), rips
+        assert all("example_driver.c:" in r[2] for r in rips), rips
+        marks = dom.tables["marker-table"][1:]
+        (nmark,), = con.execute("SELECT count(*) FROM markers").fetchall()
+        assert len(marks) == nmark and not any(m[0].startswith("-") for m in marks), marks
+
+        art = os.path.join(b, "test-artifacts")
+        os.makedirs(art, exist_ok=True)
+        shot = os.path.join(art, "report.png")
+        s = subprocess.run([*CHROMIUM, "--window-size=1280,2400", "--screenshot=" + shot,
+                            "file://" + out], capture_output=True, text=True, timeout=120)
+        assert s.returncode == 0 and open(shot, "rb").read(8) == b"\x89PNG\r\n\x1a\n", s.stderr[-2000:]
+    print(f"PASS report: {len(ports)} histograms, {n} accesses, {nrip} instructions, "
+          f"{nmark} markers; screenshot {shot}")
+
+
+if __name__ == "__main__":
+    main()
