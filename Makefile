@@ -3,7 +3,10 @@
 #   make demo   install what is missing, build, run the demo on the simulated hypervisor
 #   make test   install what is missing, build, run the test suite through ctest
 #   make test-sanitize  the fast suite built with ASan and UBSan (build-sanitize/)
-# Other targets: build, deps, system-test, system-soak, asan, fuzz, bench, format, clean.
+# Other targets: build, deps, install, package, system-test, system-soak, asan, fuzz, bench,
+# format, clean.
+#   make install [DESTDIR=DIR] [PREFIX=/usr/local]   what cmake --install installs
+#   make package   a Debian package of it ($(BUILD)/busprof_VERSION_ARCH.deb)
 #   make system-test [ASAN=1] [BASELINE=1]   the real-Xen system test once
 #   make system-soak N=10 [ASAN=1] [BASELINE=1]   ... N times, with a table of causes
 #   make system-soak N=4 SERIES=FILE   Xen with only the patches FILE names, no busprof
@@ -12,9 +15,10 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CTEST_LABELS ?= fast|system
 DEPS = cmake g++ gcc make pkg-config python3 sqlite3 libsqlite3-dev libcli11-dev \
-       libgtest-dev libgmock-dev libxen-dev libdw-dev tmux chromium clang libclang-rt-14-dev clang-format
+       libgtest-dev libgmock-dev libxen-dev libdw-dev tmux chromium dpkg-dev groff-base man-db clang libclang-rt-14-dev clang-format
 
-.PHONY: demo test test-sanitize build deps asan system-test system-soak fuzz bench format clean
+PHONY_EXTRA = install package
+.PHONY: demo test test-sanitize build deps asan $(PHONY_EXTRA) system-test system-soak fuzz bench format clean
 
 N ?= 10
 # ASAN=1: dom0's busprof from the AddressSanitizer+UBSan build ($(BUILD)/asan);
@@ -23,6 +27,13 @@ N ?= 10
 SYSTEST_FLAGS = $(if $(filter 1,$(ASAN)),--asan) $(if $(filter 1,$(BASELINE)),--baseline) \
 	$(if $(SERIES),--series $(abspath $(SERIES)))
 SYSTEST_DEPS = build $(if $(filter 1,$(ASAN)),asan)
+
+PREFIX ?= /usr/local
+install: build
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
+
+package: build
+	cd $(BUILD) && cpack -G DEB
 
 demo: build
 	$(BUILD)/dom0-tool/busprof demo --db busprof-demo.db

@@ -2,6 +2,7 @@
 // busprof: code-based bus performance analysis for Xen (the dom0 command).
 #include "cmd.h"
 #include "error.h"
+#include "hv.h"
 
 #include <csignal>
 #include <cstdio>
@@ -46,7 +47,13 @@ int main(int argc, char** argv) {
     CLI::App app{"busprof: code-based bus performance analysis for Xen"};
     app.require_subcommand(1);
     app.set_help_all_flag("--help-all", "show help for every subcommand");
-    app.set_version_flag("--version", "busprof " BUSPROF_VERSION);
+    // The hypervisor interface this busprof speaks (public/busprof.h): a Xen
+    // with another major version refuses it.
+    static const std::string version =
+        std::string("busprof " BUSPROF_VERSION " (hypervisor interface ") +
+        std::to_string(XEN_BUSPROF_INTERFACE_VERSION >> 16) + "." +
+        std::to_string(XEN_BUSPROF_INTERFACE_VERSION & 0xffff) + ")";
+    app.set_version_flag("--version", version);
     Globals g;
     g.db = env_or("BUSPROF_DB", "busprof.db");
     g.socket = env_or("BUSPROF_SOCKET", "/run/busprof/busprof.sock");

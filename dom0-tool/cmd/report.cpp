@@ -333,7 +333,8 @@ std::string build_json(Db& db, int64_t session, const Symbols& syms) {
           << ",\"p99\":" << median(p.bus, 0.99) << ",\"hist\":[";
         bool first = true;
         for (auto [b, n] : hist) {
-            double lo = b < 0 ? 0 : std::pow(2.0, b / 4.0), hi = b < 0 ? 1 : std::pow(2.0, (b + 1) / 4.0);
+            double lo = b < 0 ? 0 : std::pow(2.0, b / 4.0),
+                   hi = b < 0 ? 1 : std::pow(2.0, (b + 1) / 4.0);
             char buf[96];
             std::snprintf(buf, sizeof(buf), "[%d,%.1f,%.1f,%" PRId64 "]", b, lo, hi, n);
             o << (first ? "" : ",") << buf;
@@ -360,8 +361,8 @@ std::string build_json(Db& db, int64_t session, const Symbols& syms) {
             char hex[32];
             std::snprintf(hex, sizeof(hex), "0x%" PRIx64, rip);
             o << (first ? "" : ",") << "{\"rip\":\"" << hex
-              << "\",\"symbol\":" << (sym ? json_text(db, sym->text()) : "null")
-              << ",\"source\":" << (sym && !sym->source.empty() ? json_text(db, sym->source) : "null")
+              << "\",\"symbol\":" << (sym ? json_text(db, sym->text()) : "null") << ",\"source\":"
+              << (sym && !sym->source.empty() ? json_text(db, sym->source) : "null")
               << ",\"accesses\":" << sqlite3_column_int64(r.get(), 1) << ",\"ports\":"
               << json_text(db, reinterpret_cast<const char*>(sqlite3_column_text(r.get(), 2)))
               << ",\"bus_ns\":" << sqlite3_column_int64(r.get(), 3) << "}";
@@ -395,8 +396,9 @@ void setup_report(CLI::App& app, Globals& g, Runner& run) {
     c->add_option("--db", g.db, "trace DB file");
     c->add_option("--session", *session, "the session (default: the last one)")
         ->check(integer_in(1, INT64_MAX));
-    c->add_option("-o,--output", *out, "the HTML file to write")->required()->check(
-        non_empty("--output"));
+    c->add_option("-o,--output", *out, "the HTML file to write")
+        ->required()
+        ->check(non_empty("--output"));
     add_symbols_option(c, *specs);
     c->callback([&g, &run, out, session, specs] {
         run = [&g, out, session, specs] {
@@ -424,8 +426,7 @@ void setup_report(CLI::App& app, Globals& g, Runner& run) {
             }
             if (std::rename(tmp.c_str(), out->c_str()) != 0)
                 throw UserError("cannot write " + *out + ": " + std::strerror(errno));
-            std::printf("busprof: report of session %" PRId64 " written to %s\n", s,
-                        out->c_str());
+            std::printf("busprof: report of session %" PRId64 " written to %s\n", s, out->c_str());
             return EXIT_SUCCESS;
         };
     });
