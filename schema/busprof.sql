@@ -1,5 +1,5 @@
 -- SPDX-License-Identifier: GPL-2.0-only
--- busprof trace database, schema version 4.
+-- busprof trace database, schema version 5.
 --
 -- One clock for every time in this file: nanoseconds of dom0's
 -- CLOCK_MONOTONIC (Xen TSC values are converted by the daemon).
@@ -84,6 +84,46 @@ CREATE TABLE IF NOT EXISTS events (
     detail TEXT NOT NULL               -- human-readable description
 );
 
+-- Running totals per session, domain, port and direction over 'ok'
+-- transactions, kept by the daemon's writer in the same SQLite transaction
+-- as the rows they count, so they always agree with the transactions table.
+-- Bus time and overhead as in port_latency; overhead over the rows with
+-- clock_skewed = 0 only.  Written by busprof since schema version 5.
+CREATE TABLE IF NOT EXISTS latency_totals (
+    session_id INTEGER NOT NULL REFERENCES sessions(id), -- session the transactions belong to
+    domid INTEGER NOT NULL,            -- Xen domain id
+    port INTEGER NOT NULL,             -- I/O port
+    dir TEXT NOT NULL,                 -- 'in' or 'out'
+    count INTEGER NOT NULL,            -- 'ok' transactions (count)
+    bus_min_ns INTEGER,                -- fastest bus time (ns); NULL if no row made a bus access
+    bus_max_ns INTEGER,                -- slowest bus time (ns)
+    bus_sum_ns INTEGER NOT NULL,       -- sum of the bus times (ns)
+    overhead_count INTEGER NOT NULL,   -- rows whose overhead counts: clock_skewed = 0 (count)
+    overhead_min_ns INTEGER,           -- smallest overhead (ns); NULL if overhead_count = 0
+    overhead_max_ns INTEGER,           -- largest overhead (ns)
+    overhead_sum_ns INTEGER NOT NULL,  -- sum of the overheads (ns)
+    PRIMARY KEY (session_id, domid, port, dir)
+) WITHOUT ROWID;
+
+-- Log-linear histograms of bus time and overhead per session, domain, port
+-- and direction, kept by the writer with latency_totals (HdrHistogram's
+-- layout): a value below 256 ns has a bucket of its own; above, each power
+-- of two is cut into 128 buckets of equal width, so a bucket is at most
+-- 1/128 of its lowest value wide and its middle, lo_ns + (hi_ns - lo_ns + 1)
+-- / 2, is within 1/256 (0.39 %) of every value in it.  Only buckets that
+-- hold a value have a row.
+CREATE TABLE IF NOT EXISTS latency_buckets (
+    session_id INTEGER NOT NULL REFERENCES sessions(id), -- session the transactions belong to
+    domid INTEGER NOT NULL,            -- Xen domain id
+    port INTEGER NOT NULL,             -- I/O port
+    dir TEXT NOT NULL,                 -- 'in' or 'out'
+    metric TEXT NOT NULL,              -- 'bus': bus time; 'overhead': overhead of a row with clock_skewed = 0
+    lo_ns INTEGER NOT NULL,            -- the bucket's lowest value (ns)
+    hi_ns INTEGER NOT NULL,            -- the bucket's highest value (ns), inclusive
+    count INTEGER NOT NULL,            -- values in the bucket (count)
+    PRIMARY KEY (session_id, domid, port, dir, metric, lo_ns)
+) WITHOUT ROWID;
+
 -- Bus latency and proxy overhead per port and direction, over 'ok'
 -- transactions.  Bus time is t_bus_end_ns - t_bus_begin_ns; overhead is the
 -- rest of the time the guest waited: (t_resume_ns - t_trap_ns) - bus time,
@@ -113,3 +153,51 @@ SELECT domid,                                                   -- Xen domain id
        AVG(overhead_ns) AS mean_overhead_ns                     -- mean proxy overhead per access, rows with clock_skewed = 1 left out (ns); NULL if every row is skewed
 FROM t
 GROUP BY domid, port, dir;
+
+-- port_latency from the writer's summaries (latency_totals, latency_buckets)
+-- instead of every row: it answers in milliseconds on any trace.  count,
+-- min_ns, max_ns and mean_overhead_ns are exact; a percentile is the middle
+-- of the bucket that holds the nearest-rank value (kept within min_ns and
+-- max_ns), within 1/256 (0.39 %) of the exact one.  Empty for a trace of
+-- schema version 4 or older, whose writer kept no summaries.
+CREATE VIEW IF NOT EXISTS port_latency_summary AS
+WITH b AS (
+    SELECT domid, port, dir, metric, lo_ns + (hi_ns - lo_ns + 1) / 2 AS mid_ns,
+           SUM(count) AS count
+    FROM latency_buckets
+    GROUP BY domid, port, dir, metric, lo_ns
+), r AS (
+    SELECT domid, port, dir, metric, mid_ns,
+           SUM(count) OVER (PARTITION BY domid, port, dir, metric ORDER BY mid_ns) AS cum,
+           SUM(count) OVER (PARTITION BY domid, port, dir, metric) AS n
+    FROM b
+), p AS (
+    SELECT domid, port, dir,
+           MIN(CASE WHEN metric = 'bus' AND cum >= (n * 50 + 99) / 100 THEN mid_ns END) AS b50,
+           MIN(CASE WHEN metric = 'bus' AND cum >= (n * 95 + 99) / 100 THEN mid_ns END) AS b95,
+           MIN(CASE WHEN metric = 'bus' AND cum >= (n * 99 + 99) / 100 THEN mid_ns END) AS b99,
+           MIN(CASE WHEN metric = 'overhead' AND cum >= (n * 50 + 99) / 100 THEN mid_ns END) AS o50,
+           MIN(CASE WHEN metric = 'overhead' AND cum >= (n * 99 + 99) / 100 THEN mid_ns END) AS o99
+    FROM r
+    GROUP BY domid, port, dir
+), t AS (
+    SELECT domid, port, dir, SUM(count) AS count,
+           MIN(bus_min_ns) AS bmin, MAX(bus_max_ns) AS bmax,
+           SUM(overhead_count) AS on_, SUM(overhead_sum_ns) AS osum,
+           MIN(overhead_min_ns) AS omin, MAX(overhead_max_ns) AS omax
+    FROM latency_totals
+    GROUP BY domid, port, dir
+)
+SELECT t.domid AS domid,                                        -- Xen domain id
+       t.port AS port,                                          -- I/O port
+       t.dir AS dir,                                            -- 'in' or 'out'
+       t.count AS count,                                        -- transactions (count), exact
+       t.bmin AS min_ns,                                        -- fastest bus time (ns), exact
+       MIN(MAX(p.b50, t.bmin), t.bmax) AS p50_ns,               -- median bus time (ns), within 1/256
+       MIN(MAX(p.b95, t.bmin), t.bmax) AS p95_ns,               -- 95th percentile bus time (ns), within 1/256
+       MIN(MAX(p.b99, t.bmin), t.bmax) AS p99_ns,               -- 99th percentile bus time (ns), within 1/256
+       t.bmax AS max_ns,                                        -- slowest bus time (ns), exact
+       CASE WHEN t.on_ > 0 THEN t.osum * 1.0 / t.on_ END AS mean_overhead_ns, -- mean proxy overhead per access, rows with clock_skewed = 1 left out (ns), exact; NULL if every row is skewed
+       MIN(MAX(p.o50, t.omin), t.omax) AS p50_overhead_ns,      -- median proxy overhead, rows with clock_skewed = 1 left out (ns), within 1/256
+       MIN(MAX(p.o99, t.omin), t.omax) AS p99_overhead_ns       -- 99th percentile proxy overhead, likewise (ns), within 1/256
+FROM t LEFT JOIN p ON p.domid = t.domid AND p.port = t.port AND p.dir = t.dir;

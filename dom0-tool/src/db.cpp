@@ -3,6 +3,7 @@
 
 #include "clock.h"
 #include "error.h"
+#include "histogram.h"
 #include "schema_sql.h"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
+#include <unordered_map>
 
 namespace busprof {
 
@@ -26,7 +28,7 @@ Db Db::open(const std::string& path, bool writable) {
     // busprof's mark in the SQLite header ("BPrf"), and the schema version
     // this busprof writes (PRAGMA user_version; schema/busprof.sql).
     constexpr int64_t kApplicationId = 0x42507266;
-    constexpr int64_t kSchemaVersion = 4;
+    constexpr int64_t kSchemaVersion = 5;
 
     if (path.empty())
         throw UserError("no trace DB path given", "pass --db FILE");
@@ -231,6 +233,115 @@ bool owner_alive(const std::string& owner) {
 void bind_ns(Stmt& s, int i, uint64_t ns) {
     ns ? s.bind(i, static_cast<int64_t>(ns)) : s.bind_null(i);
 }
+
+// What one commit adds to the summaries (latency_totals, latency_buckets):
+// built from the rows it inserts and written in the same SQLite
+// transaction, so a rolled back commit adds nothing and its retry adds it
+// all again.
+class Summaries {
+  public:
+    void add(int64_t session, const Record& r) {
+        if (r.status != XEN_BUSPROF_STATUS_OK)
+            return;
+        Group& g = groups_[Key{session, r.domid, r.port, r.dir}];
+        g.count++;
+        if (!r.t_bus_begin_ns || !r.t_bus_end_ns)
+            return; // a NULL bus time, as in port_latency
+        // Signed, as SQL computes them from the stored stamps.
+        auto ns = [](uint64_t t) { return static_cast<int64_t>(t); };
+        int64_t bus = ns(r.t_bus_end_ns) - ns(r.t_bus_begin_ns);
+        g.bus.add(bus);
+        if (r.flags & XEN_BUSPROF_RECORD_CLOCK_SKEWED)
+            return;
+        g.overhead.add(ns(r.t_resume_ns) - ns(r.t_trap_ns) - bus);
+    }
+
+    void write(sqlite3* db) {
+        if (groups_.empty())
+            return;
+        Stmt tot(db, "INSERT INTO latency_totals (session_id, domid, port, dir, count,"
+                     " bus_min_ns, bus_max_ns, bus_sum_ns, overhead_count, overhead_min_ns,"
+                     " overhead_max_ns, overhead_sum_ns) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+                     " ON CONFLICT (session_id, domid, port, dir) DO UPDATE SET"
+                     " count = count + excluded.count,"
+                     " bus_min_ns = COALESCE(MIN(bus_min_ns, excluded.bus_min_ns), bus_min_ns,"
+                     "  excluded.bus_min_ns),"
+                     " bus_max_ns = COALESCE(MAX(bus_max_ns, excluded.bus_max_ns), bus_max_ns,"
+                     "  excluded.bus_max_ns),"
+                     " bus_sum_ns = bus_sum_ns + excluded.bus_sum_ns,"
+                     " overhead_count = overhead_count + excluded.overhead_count,"
+                     " overhead_min_ns = COALESCE(MIN(overhead_min_ns, excluded.overhead_min_ns),"
+                     "  overhead_min_ns, excluded.overhead_min_ns),"
+                     " overhead_max_ns = COALESCE(MAX(overhead_max_ns, excluded.overhead_max_ns),"
+                     "  overhead_max_ns, excluded.overhead_max_ns),"
+                     " overhead_sum_ns = overhead_sum_ns + excluded.overhead_sum_ns");
+        Stmt bkt(db, "INSERT INTO latency_buckets (session_id, domid, port, dir, metric, lo_ns,"
+                     " hi_ns, count) VALUES (?,?,?,?,?,?,?,?)"
+                     " ON CONFLICT (session_id, domid, port, dir, metric, lo_ns) DO UPDATE SET"
+                     " count = count + excluded.count");
+        for (auto& [k, g] : groups_) {
+            tot.bind(1, k.session).bind(2, k.domid).bind(3, k.port).bind(4, dir_name(k.dir));
+            tot.bind(5, static_cast<int64_t>(g.count));
+            g.bus.bind(tot, 6);
+            tot.bind(9, static_cast<int64_t>(g.overhead.n));
+            g.overhead.bind(tot, 10);
+            tot.step();
+            tot.reset();
+            for (auto* m : {&g.bus, &g.overhead}) {
+                for (auto& [lo, b] : m->buckets) {
+                    bkt.bind(1, k.session).bind(2, k.domid).bind(3, k.port);
+                    bkt.bind(4, dir_name(k.dir)).bind(5, m == &g.bus ? "bus" : "overhead");
+                    bkt.bind(6, lo).bind(7, b.hi).bind(8, static_cast<int64_t>(b.count));
+                    bkt.step();
+                    bkt.reset();
+                }
+            }
+        }
+    }
+
+  private:
+    struct Key {
+        int64_t session;
+        uint16_t domid, port;
+        uint8_t dir;
+        bool operator==(const Key&) const = default;
+    };
+    struct KeyHash {
+        size_t operator()(const Key& k) const {
+            return std::hash<uint64_t>()(static_cast<uint64_t>(k.session) * 0x9e3779b97f4a7c15ull ^
+                                         (uint64_t{k.domid} << 24 | uint64_t{k.port} << 8 | k.dir));
+        }
+    };
+    struct Metric {
+        uint64_t n = 0;
+        int64_t min = 0, max = 0, sum = 0;
+        struct Count {
+            int64_t hi;
+            uint64_t count;
+        };
+        std::unordered_map<int64_t, Count> buckets; // by lo
+        void add(int64_t v) {
+            min = n ? std::min(min, v) : v;
+            max = n ? std::max(max, v) : v;
+            sum += v;
+            n++;
+            Bucket b = bucket_of(v);
+            auto [it, fresh] = buckets.try_emplace(b.lo, Count{b.hi, 0});
+            it->second.count++;
+        }
+        // min, max and sum, into columns at, at + 1, at + 2 of latency_totals
+        void bind(Stmt& s, int at) const {
+            n ? s.bind(at, min) : s.bind_null(at);
+            n ? s.bind(at + 1, max) : s.bind_null(at + 1);
+            s.bind(at + 2, sum);
+        }
+    };
+    struct Group {
+        uint64_t count = 0;
+        Metric bus, overhead;
+    };
+    std::unordered_map<Key, Group, KeyHash> groups_;
+};
 
 } // namespace
 
@@ -467,6 +578,7 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
         dirty_.clear();
     }
     std::map<uint32_t, uint64_t> per_session;
+    Summaries summaries;
     try {
         db_.exec("BEGIN IMMEDIATE");
         Stmt ins(db_.get(),
@@ -499,6 +611,7 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
                 ins.step();
                 ins.reset();
                 per_session[ord]++;
+                summaries.add(row_of(ord, rows), r);
             }
         };
         for (auto& [at, note] : w.notes) {
@@ -506,6 +619,7 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
             apply_note(note, rows, extracts);
         }
         insert_to(w.records.size());
+        summaries.write(db_.get());
 
         Stmt rec(db_.get(), "UPDATE sessions SET recorded = recorded + ?2 WHERE id = ?1");
         for (auto& [ord, n] : per_session) {
