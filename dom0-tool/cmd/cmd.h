@@ -10,6 +10,8 @@
 
 namespace busprof {
 
+class Db;
+
 struct Globals {
     std::string db;         // trace DB
     std::string socket;     // daemon control socket
@@ -27,6 +29,12 @@ void setup_control(CLI::App& app, Globals& g, Runner& run); // pause resume stop
 void setup_stats(CLI::App& app, Globals& g, Runner& run);
 void setup_query(CLI::App& app, Globals& g, Runner& run);
 void setup_demo(CLI::App& app, Globals& g, Runner& run);
+
+// The per-port latency table of stats (and demo): whether its percentiles
+// come from every row (asked, an older trace, or a small selection; domid
+// -1: all domains), and its SQL.
+bool latency_exact(Db& db, int domid, bool asked);
+std::string latency_sql(int domid, bool exact);
 
 // Option checks (args.cpp).  A value they refuse is a CLI::ValidationError,
 // which main reports as busprof's own error.
