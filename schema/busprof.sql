@@ -30,6 +30,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     recorded INTEGER NOT NULL DEFAULT 0,   -- transactions written to this file (count)
     dropped INTEGER NOT NULL DEFAULT 0,    -- transactions served but not recorded because the record queue was full, e.g. while the DB could not be written (count)
     notes_dropped INTEGER NOT NULL DEFAULT 0, -- guest markers and events not recorded because their queue was full (count)
+    summarised INTEGER NOT NULL DEFAULT 0, -- transactions of this file counted in the summaries (latency_totals, latency_buckets): equal to recorded whenever the writer has caught up; behind it by at most 65536 while the writer is busy, and after a daemon was killed until the file is next opened for writing (count)
     unrecorded INTEGER NOT NULL DEFAULT 0, -- accesses served while not profiling: configured, paused or stopped (count)
     timeouts INTEGER NOT NULL DEFAULT 0,   -- accesses Xen completed without the daemon (count)
     clock_error_ns INTEGER,            -- how closely the daemon related Xen's stamp clock to CLOCK_MONOTONIC at attach: the offset is right within +/- this (ns); 0 when the hypervisor stamps CLOCK_MONOTONIC itself (the simulator)
@@ -85,10 +86,13 @@ CREATE TABLE IF NOT EXISTS events (
 );
 
 -- Running totals per session, domain, port and direction over 'ok'
--- transactions, kept by the daemon's writer in the same SQLite transaction
--- as the rows they count, so they always agree with the transactions table.
--- Bus time and overhead as in port_latency; overhead over the rows with
--- clock_skewed = 0 only.  Written by busprof since schema version 5.
+-- transactions, kept by the daemon's writer: it adds the rows to them in
+-- the SQLite transaction that commits the rows whenever it has caught up,
+-- else at least every 65536 rows, so they agree with the transactions
+-- table whenever sessions.summarised = sessions.recorded.  A daemon killed
+-- in between leaves rows out until the file is next opened for writing,
+-- which adds them.  Bus time and overhead as in port_latency; overhead
+-- over the rows with clock_skewed = 0 only.  Since schema version 5.
 CREATE TABLE IF NOT EXISTS latency_totals (
     session_id INTEGER NOT NULL REFERENCES sessions(id), -- session the transactions belong to
     domid INTEGER NOT NULL,            -- Xen domain id
@@ -111,7 +115,7 @@ CREATE TABLE IF NOT EXISTS latency_totals (
 -- of two is cut into 128 buckets of equal width, so a bucket is at most
 -- 1/128 of its lowest value wide and its middle, lo_ns + (hi_ns - lo_ns + 1)
 -- / 2, is within 1/256 (0.39 %) of every value in it.  Only buckets that
--- hold a value have a row.
+-- hold a value have a row.  Written with latency_totals.
 CREATE TABLE IF NOT EXISTS latency_buckets (
     session_id INTEGER NOT NULL REFERENCES sessions(id), -- session the transactions belong to
     domid INTEGER NOT NULL,            -- Xen domain id
@@ -158,8 +162,9 @@ GROUP BY domid, port, dir;
 -- instead of every row: it answers in milliseconds on any trace.  count,
 -- min_ns, max_ns and mean_overhead_ns are exact; a percentile is the middle
 -- of the bucket that holds the nearest-rank value (kept within min_ns and
--- max_ns), within 1/256 (0.39 %) of the exact one.  Empty for a trace of
--- schema version 4 or older, whose writer kept no summaries.
+-- max_ns), within 1/256 (0.39 %) of the exact one.  It covers the rows
+-- counted in sessions.summarised (all of them once the writer has caught
+-- up); empty for a trace of schema version 4 or older.
 CREATE VIEW IF NOT EXISTS port_latency_summary AS
 WITH b AS (
     SELECT domid, port, dir, metric, lo_ns + (hi_ns - lo_ns + 1) / 2 AS mid_ns,

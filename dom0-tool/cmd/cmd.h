@@ -31,9 +31,10 @@ void setup_query(CLI::App& app, Globals& g, Runner& run);
 void setup_demo(CLI::App& app, Globals& g, Runner& run);
 
 // The per-port latency table of stats (and demo): whether its percentiles
-// come from every row (asked, an older trace, or a small selection; domid
-// -1: all domains), and its SQL.
-bool latency_exact(Db& db, int domid, bool asked);
+// come from every row (asked, an older trace, summaries behind the rows,
+// or a small selection; domid -1: all domains; why, if given: the reason
+// a big selection is read row by row), and its SQL.
+bool latency_exact(Db& db, int domid, bool asked, std::string* why = nullptr);
 std::string latency_sql(int domid, bool exact);
 
 // Option checks (args.cpp).  A value they refuse is a CLI::ValidationError,

@@ -14,15 +14,31 @@ namespace busprof {
 constexpr int64_t kExactUpTo = 100000;
 
 // Whether the percentiles of a selection come from every row: asked for,
-// a trace whose writer kept no summaries (schema version 4 or older), or a
-// selection small enough to sort quickly.
-bool latency_exact(Db& db, int domid, bool asked) {
-    if (asked || !db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'latency_totals'"))
+// a trace whose writer kept no summaries (schema version 4 or older),
+// summaries that lag the rows (a daemon writing a backlog, or one killed
+// before it caught up and the file not opened for writing since), or a
+// selection small enough to sort quickly.  why: the reason for a big one.
+bool latency_exact(Db& db, int domid, bool asked, std::string* why) {
+    if (asked)
         return true;
-    std::string sql = "SELECT COALESCE(SUM(count), 0) FROM latency_totals";
-    if (domid >= 0)
-        sql += " WHERE domid = " + std::to_string(domid);
-    return db.scalar(sql) <= kExactUpTo;
+    std::string where = domid >= 0 ? " WHERE domid = " + std::to_string(domid) : "";
+    if (!db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'latency_totals'")) {
+        if (why && db.scalar("SELECT count(*) FROM transactions" + where) > kExactUpTo)
+            *why = "this trace was written before busprof kept summaries: percentiles from"
+                   " every row (slow on a big trace)";
+        return true;
+    }
+    int64_t lag = db.scalar("SELECT COALESCE(SUM(recorded - summarised), 0) FROM sessions" + where);
+    int64_t n = db.scalar("SELECT COALESCE(SUM(count), 0) FROM latency_totals" + where);
+    if (lag && n + lag > kExactUpTo) {
+        if (why)
+            *why = std::to_string(lag) +
+                   " transactions are not in the summaries yet (a daemon is writing, or"
+                   " one was killed: opening the trace for writing adds them): percentiles from"
+                   " every row";
+        return true;
+    }
+    return n <= kExactUpTo;
 }
 
 std::string latency_sql(int domid, bool exact) {
@@ -50,7 +66,10 @@ void setup_stats(CLI::App& app, Globals& g, Runner& run) {
     c->callback([&g, &run, format, domid, exact] {
         run = [&g, format, domid, exact] {
             Db db = Db::open(g.db, false);
-            bool from_rows = latency_exact(db, *domid, *exact);
+            std::string why;
+            bool from_rows = latency_exact(db, *domid, *exact, &why);
+            if (!why.empty())
+                std::cerr << "busprof: " << why << "\n";
             if (!print_query(db.get(), latency_sql(*domid, from_rows), parse_format(*format),
                              std::cout))
                 std::cerr << "busprof: no transactions recorded in " << g.db << "\n";

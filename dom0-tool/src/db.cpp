@@ -190,56 +190,24 @@ void Stmt::reset() {
 
 // ------------------------------------------------------------------ Writer
 
-namespace {
-
-// "<boot id>/<pid>/<start time>" of this process: who owns a session row
-// while it runs.  A pid alone could be reused by an unrelated process.
-std::string start_time_of(long pid) {
-    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-    std::string line;
-    if (!std::getline(f, line))
-        return {};
-    // Field 22 (starttime); the command name (field 2) may hold spaces.
-    size_t p = line.rfind(')');
-    if (p == std::string::npos)
-        return {};
-    std::istringstream rest(line.substr(p + 2));
-    std::string field;
-    for (int i = 3; i <= 22 && rest >> field; i++)
-        if (i == 22)
-            return field;
-    return {};
-}
-
-std::string boot_id() {
-    std::ifstream f("/proc/sys/kernel/random/boot_id");
-    std::string id;
-    std::getline(f, id);
-    return id;
-}
-
-std::string owner_self() {
-    return boot_id() + "/" + std::to_string(::getpid()) + "/" + start_time_of(::getpid());
-}
-
-bool owner_alive(const std::string& owner) {
-    size_t a = owner.find('/'), b = owner.rfind('/');
-    if (a == std::string::npos || a == b || owner.substr(0, a) != boot_id())
-        return false;
-    long pid = std::strtol(owner.c_str() + a + 1, nullptr, 10);
-    return pid > 0 && start_time_of(pid) == owner.substr(b + 1) && !owner.substr(b + 1).empty();
-}
-
-void bind_ns(Stmt& s, int i, uint64_t ns) {
-    ns ? s.bind(i, static_cast<int64_t>(ns)) : s.bind_null(i);
-}
-
-// What one commit adds to the summaries (latency_totals, latency_buckets):
-// built from the rows it inserts and written in the same SQLite
-// transaction, so a rolled back commit adds nothing and its retry adds it
-// all again.
+// Summaries of rows (latency_totals, latency_buckets) not yet written: what
+// one commit adds, and what the writer holds back between the commits that
+// write them.
 class Summaries {
   public:
+    bool empty() const { return groups_.empty(); }
+    void clear() { groups_.clear(); }
+
+    // Adds another's counts to these.
+    void merge(const Summaries& o) {
+        for (auto& [k, og] : o.groups_) {
+            Group& g = groups_[k];
+            g.count += og.count;
+            g.bus.merge(og.bus);
+            g.overhead.merge(og.overhead);
+        }
+    }
+
     void add(int64_t session, const Record& r) {
         if (r.status != XEN_BUSPROF_STATUS_OK)
             return;
@@ -256,7 +224,17 @@ class Summaries {
         g.overhead.add(ns(r.t_resume_ns) - ns(r.t_trap_ns) - bus);
     }
 
-    void write(sqlite3* db) {
+    // Adds these to the tables, and records that every committed row of
+    // these sessions (the rows of sessions.id) is now in them.
+    void write(sqlite3* db, const std::vector<int64_t>& sessions) {
+        Stmt done(db, "UPDATE sessions SET summarised = recorded WHERE id = ?");
+        for (int64_t id : sessions) {
+            if (!id)
+                continue; // a session whose row a later note creates
+            done.bind(1, id);
+            done.step();
+            done.reset();
+        }
         if (groups_.empty())
             return;
         Stmt tot(db, "INSERT INTO latency_totals (session_id, domid, port, dir, count,"
@@ -320,6 +298,18 @@ class Summaries {
             uint64_t count;
         };
         std::unordered_map<int64_t, Count> buckets; // by lo
+        void merge(const Metric& o) {
+            if (!o.n)
+                return;
+            min = n ? std::min(min, o.min) : o.min;
+            max = n ? std::max(max, o.max) : o.max;
+            sum += o.sum;
+            n += o.n;
+            for (auto& [lo, c] : o.buckets) {
+                auto [it, fresh] = buckets.try_emplace(lo, Count{c.hi, 0});
+                it->second.count += c.count;
+            }
+        }
         void add(int64_t v) {
             min = n ? std::min(min, v) : v;
             max = n ? std::max(max, v) : v;
@@ -343,11 +333,55 @@ class Summaries {
     std::unordered_map<Key, Group, KeyHash> groups_;
 };
 
+namespace {
+
+// "<boot id>/<pid>/<start time>" of this process: who owns a session row
+// while it runs.  A pid alone could be reused by an unrelated process.
+std::string start_time_of(long pid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(f, line))
+        return {};
+    // Field 22 (starttime); the command name (field 2) may hold spaces.
+    size_t p = line.rfind(')');
+    if (p == std::string::npos)
+        return {};
+    std::istringstream rest(line.substr(p + 2));
+    std::string field;
+    for (int i = 3; i <= 22 && rest >> field; i++)
+        if (i == 22)
+            return field;
+    return {};
+}
+
+std::string boot_id() {
+    std::ifstream f("/proc/sys/kernel/random/boot_id");
+    std::string id;
+    std::getline(f, id);
+    return id;
+}
+
+std::string owner_self() {
+    return boot_id() + "/" + std::to_string(::getpid()) + "/" + start_time_of(::getpid());
+}
+
+bool owner_alive(const std::string& owner) {
+    size_t a = owner.find('/'), b = owner.rfind('/');
+    if (a == std::string::npos || a == b || owner.substr(0, a) != boot_id())
+        return false;
+    long pid = std::strtol(owner.c_str() + a + 1, nullptr, 10);
+    return pid > 0 && start_time_of(pid) == owner.substr(b + 1) && !owner.substr(b + 1).empty();
+}
+
+void bind_ns(Stmt& s, int i, uint64_t ns) {
+    ns ? s.bind(i, static_cast<int64_t>(ns)) : s.bind_null(i);
+}
+
 } // namespace
 
 Writer::Writer(const std::string& path, size_t queue_capacity, size_t note_capacity)
-    : path_(path), db_(Db::open(path, true)), queue_(queue_capacity),
-      note_capacity_(note_capacity) {
+    : path_(path), db_(Db::open(path, true)), queue_(queue_capacity), note_capacity_(note_capacity),
+      pending_(std::make_unique<Summaries>()) {
     abort_orphans();
     thread_ = std::thread([this] { run(); });
 }
@@ -385,6 +419,7 @@ void Writer::abort_orphans() {
                 " WHERE id = ?1");
             u.bind(1, id);
             u.step();
+            summarise_rest(id);
             Stmt e(db_.get(), "INSERT INTO events (session_id, kind, t_ns, detail)"
                               " SELECT id, 'aborted', stopped_ns, ? FROM sessions WHERE id = ?");
             e.bind(1, "the daemon of this session (" + owner.substr(owner.find('/') + 1) +
@@ -401,6 +436,33 @@ void Writer::abort_orphans() {
                      " without stopping it: marked aborted\n",
                      static_cast<long long>(id), path_.c_str());
     }
+}
+
+// Adds the rows of a session that its writer committed but did not yet
+// count in the summaries (its daemon was killed in between): the last
+// recorded - summarised rows.
+void Writer::summarise_rest(int64_t session) {
+    Summaries sums;
+    Stmt q(db_.get(), "SELECT domid, port, dir, status, t_trap_ns, t_bus_begin_ns, t_bus_end_ns,"
+                      " t_resume_ns, clock_skewed FROM transactions WHERE session_id = ?1"
+                      " ORDER BY id DESC"
+                      " LIMIT (SELECT recorded - summarised FROM sessions WHERE id = ?1)");
+    q.bind(1, session);
+    while (q.step()) {
+        auto col = [&](int i) { return sqlite3_column_int64(q.get(), i); };
+        Record r{};
+        r.domid = static_cast<uint16_t>(col(0));
+        r.port = static_cast<uint16_t>(col(1));
+        r.dir = dir_from_name(reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 2)));
+        r.status = status_from_name(reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 3)));
+        r.t_trap_ns = static_cast<uint64_t>(col(4));
+        r.t_bus_begin_ns = static_cast<uint64_t>(col(5)); // NULL reads 0, as the writer had it
+        r.t_bus_end_ns = static_cast<uint64_t>(col(6));
+        r.t_resume_ns = static_cast<uint64_t>(col(7));
+        r.flags = col(8) ? XEN_BUSPROF_RECORD_CLOCK_SKEWED : 0;
+        sums.add(session, r);
+    }
+    sums.write(db_.get(), {session});
 }
 
 bool Writer::enqueue(Note n, bool droppable) {
@@ -578,7 +640,8 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
         dirty_.clear();
     }
     std::map<uint32_t, uint64_t> per_session;
-    Summaries summaries;
+    Summaries summaries; // of this commit's rows
+    bool write_summaries = false;
     try {
         db_.exec("BEGIN IMMEDIATE");
         Stmt ins(db_.get(),
@@ -619,13 +682,23 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
             apply_note(note, rows, extracts);
         }
         insert_to(w.records.size());
-        summaries.write(db_.get());
 
         Stmt rec(db_.get(), "UPDATE sessions SET recorded = recorded + ?2 WHERE id = ?1");
         for (auto& [ord, n] : per_session) {
             rec.bind(1, row_of(ord, rows)).bind(2, static_cast<int64_t>(n));
             rec.step();
             rec.reset();
+        }
+        // The summaries go with the rows when the writer has caught up (the
+        // queue is empty: a reader sees them agree), and at least every
+        // kSummaryEvery rows while it has not: a commit of 4096 rows may
+        // touch thousands of buckets, and fewer, larger updates of them
+        // keep the writer near the speed of a bare insert loop.
+        constexpr uint64_t kSummaryEvery = 65536;
+        write_summaries = queue_.size() == 0 || unsummarised_ + w.records.size() >= kSummaryEvery;
+        if (write_summaries) {
+            summaries.merge(*pending_);
+            summaries.write(db_.get(), rows);
         }
         Stmt upd(db_.get(), "UPDATE sessions SET state = ?3, started_ns = ?4,"
                             " stopped_ns = ?5, timeouts = ?6, unrecorded = ?7, dropped = ?8,"
@@ -673,6 +746,13 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
             committed_by_session_[ord] += n;
         notes_done_ += w.notes.size();
         last_error_.clear();
+    }
+    if (write_summaries) {
+        pending_->clear();
+        unsummarised_ = 0;
+    } else {
+        pending_->merge(summaries);
+        unsummarised_ += w.records.size();
     }
     committed_ += w.records.size();
     return true;

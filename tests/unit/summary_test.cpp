@@ -84,7 +84,7 @@ class SummaryTest : public ::testing::Test {
         r.size = 1;
         r.dir = static_cast<uint8_t>(rng() % 2);
         double x = u(rng);
-        r.status = x < 0.03 ? XEN_BUSPROF_STATUS_TIMEOUT
+        r.status = x < 0.03   ? XEN_BUSPROF_STATUS_TIMEOUT
                    : x < 0.05 ? XEN_BUSPROF_STATUS_ERROR
                               : XEN_BUSPROF_STATUS_OK;
         uint64_t bus = static_cast<uint64_t>(std::exp(u(rng) * std::log(1e7))) - 1;
@@ -190,6 +190,36 @@ TEST_F(SummaryTest, ARolledBackCommitCountsItsRowsOnceWhenRetried) {
     EXPECT_EQ(rows(kFromSummaries), rows(kFromRows));
 }
 
+// Rows a writer committed but had not yet summarised when its daemon was
+// killed (here: rows added behind its back, and an owner no process has)
+// are summarised when the file is next opened for writing.
+TEST_F(SummaryTest, RowsADeadDaemonLeftUnsummarisedAreAddedOnOpen) {
+    {
+        Writer w(db_, 1 << 12);
+        record(6000, w);
+        ASSERT_EQ(w.close(10000), 0u);
+    }
+    sqlite3* other = nullptr;
+    ASSERT_EQ(sqlite3_open(db_.c_str(), &other), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(other,
+                           "INSERT INTO transactions (session_id, domid, vcpu, rip, port, size,"
+                           " dir, value, t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns,"
+                           " status, clock_skewed) SELECT session_id, domid, vcpu, rip, port,"
+                           " size, dir, value, t_trap_ns, t_bus_begin_ns, t_bus_end_ns + id,"
+                           " t_resume_ns, status, clock_skewed FROM transactions WHERE id <= 1000;"
+                           "UPDATE sessions SET recorded = (SELECT count(*) FROM transactions t"
+                           " WHERE t.session_id = sessions.id), owner = 'gone/1/1'",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(other);
+    ASSERT_NE(rows(kFromSummaries), rows(kFromRows));
+    { Writer w(db_, 16); }
+    EXPECT_EQ(rows(kFromSummaries), rows(kFromRows));
+    EXPECT_EQ(
+        rows("SELECT count(*) FROM sessions WHERE summarised = recorded AND state = 'aborted'"),
+        std::vector<std::string>{"2"});
+}
+
 // port_latency_summary against the exact port_latency, merged over two
 // sessions: counts, extremes and mean overhead equal, percentiles of bus
 // time and overhead within 1/256 of the exact nearest-rank ones.
@@ -238,12 +268,12 @@ TEST_F(SummaryTest, SummaryPercentilesAreWithinOneIn256OfTheExactOnes) {
         within(col(8), col(9), "p50");
         within(col(10), col(11), "p95");
         within(col(12), col(13), "p99");
-        auto o = over.at({col(16), col(17), reinterpret_cast<const char*>(
-                                                sqlite3_column_text(s.get(), 18))});
+        auto o = over.at(
+            {col(16), col(17), reinterpret_cast<const char*>(sqlite3_column_text(s.get(), 18))});
         within(o[0], col(14), "overhead p50");
         within(o[1], col(15), "overhead p99");
     }
-    EXPECT_EQ(groups, 6); // 3 ports x 2 directions, the two sessions merged
+    EXPECT_EQ(groups, 6);  // 3 ports x 2 directions, the two sessions merged
     EXPECT_GT(inexact, 0); // the summaries were read, not the rows
     EXPECT_EQ(d.scalar("SELECT count(*) FROM port_latency_summary"), 6);
 }
