@@ -7,6 +7,7 @@
 #include "schema_sql.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -266,13 +267,13 @@ class Summaries {
             tot.step();
             tot.reset();
             for (auto* m : {&g.bus, &g.overhead}) {
-                for (auto& [lo, b] : m->buckets) {
+                m->each([&](const Bucket& b, uint64_t count) {
                     bkt.bind(1, k.session).bind(2, k.domid).bind(3, k.port);
                     bkt.bind(4, dir_name(k.dir)).bind(5, m == &g.bus ? "bus" : "overhead");
-                    bkt.bind(6, lo).bind(7, b.hi).bind(8, static_cast<int64_t>(b.count));
+                    bkt.bind(6, b.lo).bind(7, b.hi).bind(8, static_cast<int64_t>(count));
                     bkt.step();
                     bkt.reset();
-                }
+                });
             }
         }
     }
@@ -290,14 +291,32 @@ class Summaries {
                                          (uint64_t{k.domid} << 24 | uint64_t{k.port} << 8 | k.dir));
         }
     };
+    // Counts by bucket in blocks of 128 buckets, allocated as values reach
+    // them: an array lookup per value rather than a hash.  Negative values
+    // (one clock cannot produce them) go to a map.
     struct Metric {
+        static constexpr int kBlock = 128;
         uint64_t n = 0;
         int64_t min = 0, max = 0, sum = 0;
-        struct Count {
-            int64_t hi;
-            uint64_t count;
-        };
-        std::unordered_map<int64_t, Count> buckets; // by lo
+        std::array<std::unique_ptr<std::array<uint64_t, kBlock>>, (kBuckets + kBlock - 1) / kBlock>
+            blocks;
+        std::map<int64_t, uint64_t> negative; // by lo
+        uint64_t& at(int index) {
+            auto& b = blocks[index / kBlock];
+            if (!b)
+                b = std::make_unique<std::array<uint64_t, kBlock>>();
+            return (*b)[index % kBlock];
+        }
+        void add(int64_t v) {
+            min = n ? std::min(min, v) : v;
+            max = n ? std::max(max, v) : v;
+            sum += v;
+            n++;
+            if (v >= 0)
+                at(bucket_index(v))++;
+            else
+                negative[bucket_of(v).lo]++;
+        }
         void merge(const Metric& o) {
             if (!o.n)
                 return;
@@ -305,19 +324,23 @@ class Summaries {
             max = n ? std::max(max, o.max) : o.max;
             sum += o.sum;
             n += o.n;
-            for (auto& [lo, c] : o.buckets) {
-                auto [it, fresh] = buckets.try_emplace(lo, Count{c.hi, 0});
-                it->second.count += c.count;
-            }
+            for (size_t i = 0; i < blocks.size(); i++)
+                if (o.blocks[i])
+                    for (int j = 0; j < kBlock; j++)
+                        if ((*o.blocks[i])[j])
+                            at(static_cast<int>(i) * kBlock + j) += (*o.blocks[i])[j];
+            for (auto& [lo, c] : o.negative)
+                negative[lo] += c;
         }
-        void add(int64_t v) {
-            min = n ? std::min(min, v) : v;
-            max = n ? std::max(max, v) : v;
-            sum += v;
-            n++;
-            Bucket b = bucket_of(v);
-            auto [it, fresh] = buckets.try_emplace(b.lo, Count{b.hi, 0});
-            it->second.count++;
+        // Each non-empty bucket: f(bucket, count).
+        template <typename F> void each(F f) const {
+            for (auto& [lo, c] : negative)
+                f(bucket_of(lo), c);
+            for (size_t i = 0; i < blocks.size(); i++)
+                if (blocks[i])
+                    for (int j = 0; j < kBlock; j++)
+                        if ((*blocks[i])[j])
+                            f(bucket_at(static_cast<int>(i) * kBlock + j), (*blocks[i])[j]);
         }
         // min, max and sum, into columns at, at + 1, at + 2 of latency_totals
         void bind(Stmt& s, int at) const {
@@ -563,23 +586,34 @@ uint64_t Writer::close(int deadline_ms) {
 }
 
 // Takes up to one batch of records and the notes that fall among them.
+// Records are popped only up to the count pushed when the notes were last
+// looked at: a note queued after that look names a count no lower, so it
+// still lands before every record pushed after it.  The notes' lock is
+// taken once per run of records, not once per record.
 void Writer::gather(Work& w) {
     constexpr size_t kBatch = 4096;
     for (;;) {
+        uint64_t upto;
         {
             std::lock_guard lk(mu_);
             while (!notes_.empty() && notes_.front().after <= popped_) {
                 w.notes.emplace_back(w.records.size(), std::move(notes_.front()));
                 notes_.pop_front();
             }
+            upto = pushed_.load(std::memory_order_acquire);
+            if (!notes_.empty())
+                upto = std::min(upto, notes_.front().after);
         }
-        if (w.records.size() >= kBatch)
+        if (w.records.size() >= kBatch || popped_ >= upto)
             return;
-        auto r = queue_.try_pop();
-        if (!r)
-            return;
-        w.records.push_back(*r);
-        popped_++;
+        w.records.reserve(kBatch);
+        while (w.records.size() < kBatch && popped_ < upto) {
+            auto r = queue_.try_pop();
+            if (!r)
+                return;
+            w.records.push_back(*r);
+            popped_++;
+        }
     }
 }
 

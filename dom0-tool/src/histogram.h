@@ -37,6 +37,30 @@ inline Bucket bucket_of(int64_t v) {
     return {static_cast<int64_t>(lo), static_cast<int64_t>(lo + ((uint64_t{1} << shift) - 1))};
 }
 
+// The buckets of values 0..INT64_MAX numbered from 0 in order, for arrays
+// of counts: values below 256 are their own number, then 128 a power of two.
+constexpr int kExactBelow = 2 << kSubBucketBits; // 256
+constexpr int kBuckets = kExactBelow + (62 - kSubBucketBits) * (1 << kSubBucketBits);
+
+inline int bucket_index(int64_t v) { // v >= 0
+    uint64_t u = static_cast<uint64_t>(v);
+    int msb = 63 - std::countl_zero(u | 1);
+    if (msb <= kSubBucketBits)
+        return static_cast<int>(v);
+    int shift = msb - kSubBucketBits;
+    return kExactBelow + (msb - kSubBucketBits - 1) * (1 << kSubBucketBits) +
+           static_cast<int>((u >> shift) - (uint64_t{1} << kSubBucketBits));
+}
+
+inline Bucket bucket_at(int index) {
+    if (index < kExactBelow)
+        return {index, index};
+    int k = index - kExactBelow;
+    int shift = 1 + k / (1 << kSubBucketBits);
+    uint64_t lo = ((uint64_t{1} << kSubBucketBits) + k % (1 << kSubBucketBits)) << shift;
+    return {static_cast<int64_t>(lo), static_cast<int64_t>(lo + ((uint64_t{1} << shift) - 1))};
+}
+
 // The value that stands for a bucket in a percentile (as the views compute it).
 inline int64_t bucket_middle(const Bucket& b) {
     return b.lo + (b.hi - b.lo + 1) / 2;

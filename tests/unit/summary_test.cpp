@@ -31,6 +31,15 @@ TEST(Histogram, ABucketsMiddleIsWithinOneIn256OfEveryValueInIt) {
         ASSERT_GE(b.hi, v);
         long double err = std::fabs(static_cast<long double>(bucket_middle(b)) - v);
         ASSERT_LE(err, std::fabs(static_cast<long double>(v)) / 256) << v;
+        if (v >= 0) { // numbered in order, for arrays of counts
+            int i = bucket_index(v);
+            ASSERT_LT(i, kBuckets);
+            ASSERT_EQ(bucket_at(i).lo, b.lo) << v;
+            ASSERT_EQ(bucket_at(i).hi, b.hi) << v;
+            if (b.hi < INT64_MAX) {
+                ASSERT_EQ(bucket_index(b.hi + 1), i + 1) << v;
+            }
+        }
         if (v >= 0 && b.hi < INT64_MAX) { // the next one starts where this one ends
             ASSERT_EQ(bucket_of(b.hi + 1).lo, b.hi + 1) << v;
         }
