@@ -676,6 +676,8 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
     std::map<uint32_t, uint64_t> per_session;
     Summaries summaries; // of this commit's rows
     bool write_summaries = false;
+    bool stopping = std::any_of(counters.begin(), counters.end(),
+                                [](auto& c) { return c.second.state == "stopped"; });
     try {
         db_.exec("BEGIN IMMEDIATE");
         Stmt ins(db_.get(),
@@ -727,9 +729,12 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
         // queue is empty: a reader sees them agree), and at least every
         // kSummaryEvery rows while it has not: a commit of 4096 rows may
         // touch thousands of buckets, and fewer, larger updates of them
-        // keep the writer near the speed of a bare insert loop.
+        // keep the writer near the speed of a bare insert loop.  A session
+        // that stops (its row loses its owner) has all its rows in them, so
+        // only the sessions of dead daemons can lag (see abort_orphans).
         constexpr uint64_t kSummaryEvery = 65536;
-        write_summaries = queue_.size() == 0 || unsummarised_ + w.records.size() >= kSummaryEvery;
+        write_summaries =
+            queue_.size() == 0 || stopping || unsummarised_ + w.records.size() >= kSummaryEvery;
         if (write_summaries) {
             summaries.merge(*pending_);
             summaries.write(db_.get(), rows);
