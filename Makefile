@@ -96,8 +96,10 @@ FUZZ_SECONDS ?= 60
 fuzz: deps
 	tests/fuzz/run.sh --build $(BUILD)/fuzz --seconds $(FUZZ_SECONDS)
 
+# BENCH_FLAGS: busprof-bench's options, e.g. --rows 10000000 --rounds 3 --pin
+BENCH_FLAGS ?=
 bench: build
-	$(BUILD)/tests/busprof-bench
+	$(BUILD)/tests/busprof-bench $(BENCH_FLAGS)
 
 # The C++ of dom0-tool/ and tests/ (tests/format_check.sh checks it in make test).
 format:

@@ -11,6 +11,8 @@
 
 namespace busprof {
 
+class Db;
+
 struct Globals {
     std::string db;         // trace DB
     std::string socket;     // daemon control socket
@@ -36,6 +38,13 @@ void setup_report(CLI::App& app, Globals& g, Runner& run);
 class Symbols;
 void add_symbols_option(CLI::App* c, std::vector<std::string>& specs);
 Symbols load_symbols(const std::vector<std::string>& specs);
+
+// The per-port latency table of stats (and demo): whether its percentiles
+// come from every row (asked, an older trace, summaries behind the rows,
+// or a small selection; domid -1: all domains; why, if given: the reason
+// a big selection is read row by row), and its SQL.
+bool latency_exact(Db& db, int domid, bool asked, std::string* why = nullptr);
+std::string latency_sql(int domid, bool exact);
 
 // Option checks (args.cpp).  A value they refuse is a CLI::ValidationError,
 // which main reports as busprof's own error.

@@ -3,14 +3,17 @@
 
 #include "clock.h"
 #include "error.h"
+#include "histogram.h"
 #include "schema_sql.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
+#include <unordered_map>
 
 namespace busprof {
 
@@ -26,7 +29,7 @@ Db Db::open(const std::string& path, bool writable) {
     // busprof's mark in the SQLite header ("BPrf"), and the schema version
     // this busprof writes (PRAGMA user_version; schema/busprof.sql).
     constexpr int64_t kApplicationId = 0x42507266;
-    constexpr int64_t kSchemaVersion = 4;
+    constexpr int64_t kSchemaVersion = 5;
 
     if (path.empty())
         throw UserError("no trace DB path given", "pass --db FILE");
@@ -188,6 +191,171 @@ void Stmt::reset() {
 
 // ------------------------------------------------------------------ Writer
 
+// Summaries of rows (latency_totals, latency_buckets) not yet written: what
+// one commit adds, and what the writer holds back between the commits that
+// write them.
+class Summaries {
+  public:
+    bool empty() const { return groups_.empty(); }
+    void clear() { groups_.clear(); }
+
+    // Adds another's counts to these.
+    void merge(const Summaries& o) {
+        for (auto& [k, og] : o.groups_) {
+            Group& g = groups_[k];
+            g.count += og.count;
+            g.bus.merge(og.bus);
+            g.overhead.merge(og.overhead);
+        }
+    }
+
+    void add(int64_t session, const Record& r) {
+        if (r.status != XEN_BUSPROF_STATUS_OK)
+            return;
+        Group& g = groups_[Key{session, r.domid, r.port, r.dir}];
+        g.count++;
+        if (!r.t_bus_begin_ns || !r.t_bus_end_ns)
+            return; // a NULL bus time, as in port_latency
+        // Signed, as SQL computes them from the stored stamps.
+        auto ns = [](uint64_t t) { return static_cast<int64_t>(t); };
+        int64_t bus = ns(r.t_bus_end_ns) - ns(r.t_bus_begin_ns);
+        g.bus.add(bus);
+        if (r.flags & XEN_BUSPROF_RECORD_CLOCK_SKEWED)
+            return;
+        g.overhead.add(ns(r.t_resume_ns) - ns(r.t_trap_ns) - bus);
+    }
+
+    // Adds these to the tables, and records that every committed row of
+    // these sessions (the rows of sessions.id) is now in them.
+    void write(sqlite3* db, const std::vector<int64_t>& sessions) {
+        Stmt done(db, "UPDATE sessions SET summarised = recorded WHERE id = ?");
+        for (int64_t id : sessions) {
+            if (!id)
+                continue; // a session whose row a later note creates
+            done.bind(1, id);
+            done.step();
+            done.reset();
+        }
+        if (groups_.empty())
+            return;
+        Stmt tot(db, "INSERT INTO latency_totals (session_id, domid, port, dir, count,"
+                     " bus_min_ns, bus_max_ns, bus_sum_ns, overhead_count, overhead_min_ns,"
+                     " overhead_max_ns, overhead_sum_ns) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+                     " ON CONFLICT (session_id, domid, port, dir) DO UPDATE SET"
+                     " count = count + excluded.count,"
+                     " bus_min_ns = COALESCE(MIN(bus_min_ns, excluded.bus_min_ns), bus_min_ns,"
+                     "  excluded.bus_min_ns),"
+                     " bus_max_ns = COALESCE(MAX(bus_max_ns, excluded.bus_max_ns), bus_max_ns,"
+                     "  excluded.bus_max_ns),"
+                     " bus_sum_ns = bus_sum_ns + excluded.bus_sum_ns,"
+                     " overhead_count = overhead_count + excluded.overhead_count,"
+                     " overhead_min_ns = COALESCE(MIN(overhead_min_ns, excluded.overhead_min_ns),"
+                     "  overhead_min_ns, excluded.overhead_min_ns),"
+                     " overhead_max_ns = COALESCE(MAX(overhead_max_ns, excluded.overhead_max_ns),"
+                     "  overhead_max_ns, excluded.overhead_max_ns),"
+                     " overhead_sum_ns = overhead_sum_ns + excluded.overhead_sum_ns");
+        Stmt bkt(db, "INSERT INTO latency_buckets (session_id, domid, port, dir, metric, lo_ns,"
+                     " hi_ns, count) VALUES (?,?,?,?,?,?,?,?)"
+                     " ON CONFLICT (session_id, domid, port, dir, metric, lo_ns) DO UPDATE SET"
+                     " count = count + excluded.count");
+        for (auto& [k, g] : groups_) {
+            tot.bind(1, k.session).bind(2, k.domid).bind(3, k.port).bind(4, dir_name(k.dir));
+            tot.bind(5, static_cast<int64_t>(g.count));
+            g.bus.bind(tot, 6);
+            tot.bind(9, static_cast<int64_t>(g.overhead.n));
+            g.overhead.bind(tot, 10);
+            tot.step();
+            tot.reset();
+            for (auto* m : {&g.bus, &g.overhead}) {
+                m->each([&](const Bucket& b, uint64_t count) {
+                    bkt.bind(1, k.session).bind(2, k.domid).bind(3, k.port);
+                    bkt.bind(4, dir_name(k.dir)).bind(5, m == &g.bus ? "bus" : "overhead");
+                    bkt.bind(6, b.lo).bind(7, b.hi).bind(8, static_cast<int64_t>(count));
+                    bkt.step();
+                    bkt.reset();
+                });
+            }
+        }
+    }
+
+  private:
+    struct Key {
+        int64_t session;
+        uint16_t domid, port;
+        uint8_t dir;
+        bool operator==(const Key&) const = default;
+    };
+    struct KeyHash {
+        size_t operator()(const Key& k) const {
+            return std::hash<uint64_t>()(static_cast<uint64_t>(k.session) * 0x9e3779b97f4a7c15ull ^
+                                         (uint64_t{k.domid} << 24 | uint64_t{k.port} << 8 | k.dir));
+        }
+    };
+    // Counts by bucket in blocks of 128 buckets, allocated as values reach
+    // them: an array lookup per value rather than a hash.  Negative values
+    // (one clock cannot produce them) go to a map.
+    struct Metric {
+        static constexpr int kBlock = 128;
+        uint64_t n = 0;
+        int64_t min = 0, max = 0, sum = 0;
+        std::array<std::unique_ptr<std::array<uint64_t, kBlock>>, (kBuckets + kBlock - 1) / kBlock>
+            blocks;
+        std::map<int64_t, uint64_t> negative; // by lo
+        uint64_t& at(int index) {
+            auto& b = blocks[index / kBlock];
+            if (!b)
+                b = std::make_unique<std::array<uint64_t, kBlock>>();
+            return (*b)[index % kBlock];
+        }
+        void add(int64_t v) {
+            min = n ? std::min(min, v) : v;
+            max = n ? std::max(max, v) : v;
+            sum += v;
+            n++;
+            if (v >= 0)
+                at(bucket_index(v))++;
+            else
+                negative[bucket_of(v).lo]++;
+        }
+        void merge(const Metric& o) {
+            if (!o.n)
+                return;
+            min = n ? std::min(min, o.min) : o.min;
+            max = n ? std::max(max, o.max) : o.max;
+            sum += o.sum;
+            n += o.n;
+            for (size_t i = 0; i < blocks.size(); i++)
+                if (o.blocks[i])
+                    for (int j = 0; j < kBlock; j++)
+                        if ((*o.blocks[i])[j])
+                            at(static_cast<int>(i) * kBlock + j) += (*o.blocks[i])[j];
+            for (auto& [lo, c] : o.negative)
+                negative[lo] += c;
+        }
+        // Each non-empty bucket: f(bucket, count).
+        template <typename F> void each(F f) const {
+            for (auto& [lo, c] : negative)
+                f(bucket_of(lo), c);
+            for (size_t i = 0; i < blocks.size(); i++)
+                if (blocks[i])
+                    for (int j = 0; j < kBlock; j++)
+                        if ((*blocks[i])[j])
+                            f(bucket_at(static_cast<int>(i) * kBlock + j), (*blocks[i])[j]);
+        }
+        // min, max and sum, into columns at, at + 1, at + 2 of latency_totals
+        void bind(Stmt& s, int at) const {
+            n ? s.bind(at, min) : s.bind_null(at);
+            n ? s.bind(at + 1, max) : s.bind_null(at + 1);
+            s.bind(at + 2, sum);
+        }
+    };
+    struct Group {
+        uint64_t count = 0;
+        Metric bus, overhead;
+    };
+    std::unordered_map<Key, Group, KeyHash> groups_;
+};
+
 namespace {
 
 // "<boot id>/<pid>/<start time>" of this process: who owns a session row
@@ -235,8 +403,8 @@ void bind_ns(Stmt& s, int i, uint64_t ns) {
 } // namespace
 
 Writer::Writer(const std::string& path, size_t queue_capacity, size_t note_capacity)
-    : path_(path), db_(Db::open(path, true)), queue_(queue_capacity),
-      note_capacity_(note_capacity) {
+    : path_(path), db_(Db::open(path, true)), queue_(queue_capacity), note_capacity_(note_capacity),
+      pending_(std::make_unique<Summaries>()) {
     abort_orphans();
     thread_ = std::thread([this] { run(); });
 }
@@ -274,6 +442,7 @@ void Writer::abort_orphans() {
                 " WHERE id = ?1");
             u.bind(1, id);
             u.step();
+            summarise_rest(id);
             Stmt e(db_.get(), "INSERT INTO events (session_id, kind, t_ns, detail)"
                               " SELECT id, 'aborted', stopped_ns, ? FROM sessions WHERE id = ?");
             e.bind(1, "the daemon of this session (" + owner.substr(owner.find('/') + 1) +
@@ -290,6 +459,33 @@ void Writer::abort_orphans() {
                      " without stopping it: marked aborted\n",
                      static_cast<long long>(id), path_.c_str());
     }
+}
+
+// Adds the rows of a session that its writer committed but did not yet
+// count in the summaries (its daemon was killed in between): the last
+// recorded - summarised rows.
+void Writer::summarise_rest(int64_t session) {
+    Summaries sums;
+    Stmt q(db_.get(), "SELECT domid, port, dir, status, t_trap_ns, t_bus_begin_ns, t_bus_end_ns,"
+                      " t_resume_ns, clock_skewed FROM transactions WHERE session_id = ?1"
+                      " ORDER BY id DESC"
+                      " LIMIT (SELECT recorded - summarised FROM sessions WHERE id = ?1)");
+    q.bind(1, session);
+    while (q.step()) {
+        auto col = [&](int i) { return sqlite3_column_int64(q.get(), i); };
+        Record r{};
+        r.domid = static_cast<uint16_t>(col(0));
+        r.port = static_cast<uint16_t>(col(1));
+        r.dir = dir_from_name(reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 2)));
+        r.status = status_from_name(reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 3)));
+        r.t_trap_ns = static_cast<uint64_t>(col(4));
+        r.t_bus_begin_ns = static_cast<uint64_t>(col(5)); // NULL reads 0, as the writer had it
+        r.t_bus_end_ns = static_cast<uint64_t>(col(6));
+        r.t_resume_ns = static_cast<uint64_t>(col(7));
+        r.flags = col(8) ? XEN_BUSPROF_RECORD_CLOCK_SKEWED : 0;
+        sums.add(session, r);
+    }
+    sums.write(db_.get(), {session});
 }
 
 bool Writer::enqueue(Note n, bool droppable) {
@@ -390,23 +586,34 @@ uint64_t Writer::close(int deadline_ms) {
 }
 
 // Takes up to one batch of records and the notes that fall among them.
+// Records are popped only up to the count pushed when the notes were last
+// looked at: a note queued after that look names a count no lower, so it
+// still lands before every record pushed after it.  The notes' lock is
+// taken once per run of records, not once per record.
 void Writer::gather(Work& w) {
     constexpr size_t kBatch = 4096;
     for (;;) {
+        uint64_t upto;
         {
             std::lock_guard lk(mu_);
             while (!notes_.empty() && notes_.front().after <= popped_) {
                 w.notes.emplace_back(w.records.size(), std::move(notes_.front()));
                 notes_.pop_front();
             }
+            upto = pushed_.load(std::memory_order_acquire);
+            if (!notes_.empty())
+                upto = std::min(upto, notes_.front().after);
         }
-        if (w.records.size() >= kBatch)
+        if (w.records.size() >= kBatch || popped_ >= upto)
             return;
-        auto r = queue_.try_pop();
-        if (!r)
-            return;
-        w.records.push_back(*r);
-        popped_++;
+        w.records.reserve(kBatch);
+        while (w.records.size() < kBatch && popped_ < upto) {
+            auto r = queue_.try_pop();
+            if (!r)
+                return;
+            w.records.push_back(*r);
+            popped_++;
+        }
     }
 }
 
@@ -467,6 +674,10 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
         dirty_.clear();
     }
     std::map<uint32_t, uint64_t> per_session;
+    Summaries summaries; // of this commit's rows
+    bool write_summaries = false;
+    bool stopping = std::any_of(counters.begin(), counters.end(),
+                                [](auto& c) { return c.second.state == "stopped"; });
     try {
         db_.exec("BEGIN IMMEDIATE");
         Stmt ins(db_.get(),
@@ -499,6 +710,7 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
                 ins.step();
                 ins.reset();
                 per_session[ord]++;
+                summaries.add(row_of(ord, rows), r);
             }
         };
         for (auto& [at, note] : w.notes) {
@@ -512,6 +724,20 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
             rec.bind(1, row_of(ord, rows)).bind(2, static_cast<int64_t>(n));
             rec.step();
             rec.reset();
+        }
+        // The summaries go with the rows when the writer has caught up (the
+        // queue is empty: a reader sees them agree), and at least every
+        // kSummaryEvery rows while it has not: a commit of 4096 rows may
+        // touch thousands of buckets, and fewer, larger updates of them
+        // keep the writer near the speed of a bare insert loop.  A session
+        // that stops (its row loses its owner) has all its rows in them, so
+        // only the sessions of dead daemons can lag (see abort_orphans).
+        constexpr uint64_t kSummaryEvery = 65536;
+        write_summaries =
+            queue_.size() == 0 || stopping || unsummarised_ + w.records.size() >= kSummaryEvery;
+        if (write_summaries) {
+            summaries.merge(*pending_);
+            summaries.write(db_.get(), rows);
         }
         Stmt upd(db_.get(), "UPDATE sessions SET state = ?3, started_ns = ?4,"
                             " stopped_ns = ?5, timeouts = ?6, unrecorded = ?7, dropped = ?8,"
@@ -559,6 +785,13 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
             committed_by_session_[ord] += n;
         notes_done_ += w.notes.size();
         last_error_.clear();
+    }
+    if (write_summaries) {
+        pending_->clear();
+        unsummarised_ = 0;
+    } else {
+        pending_->merge(summaries);
+        unsummarised_ += w.records.size();
     }
     committed_ += w.records.size();
     return true;

@@ -12,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <sqlite3.h>
@@ -94,6 +95,8 @@ struct ExtractResult {
     std::vector<xen_busprof_record> records;
 };
 
+class Summaries;
+
 // The writer thread owns the trace DB's connection.  One producer (the
 // daemon's ioreq thread) hands it records through a lock-free queue and
 // everything else (session rows, markers, events, extract requests) as
@@ -157,6 +160,7 @@ class Writer {
     void answer(const ExtractRequest& r, bool db_ok);
     int64_t row_of(uint32_t session, const std::vector<int64_t>& rows) const;
     void abort_orphans();
+    void summarise_rest(int64_t session);
 
     std::string path_;
     Db db_;
@@ -167,6 +171,9 @@ class Writer {
     std::atomic<uint64_t> pushed_{0}; // written by the producer only
     uint32_t sessions_ = 0;           // producer only
     uint64_t popped_ = 0;             // writer only
+    // Summaries of committed rows not yet written (writer only): see commit().
+    std::unique_ptr<Summaries> pending_;
+    uint64_t unsummarised_ = 0;
 
     mutable std::mutex mu_; // everything below; never held across SQL
     std::condition_variable cv_;

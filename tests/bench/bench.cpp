@@ -1,18 +1,26 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // busprof-bench: figures, each against the baseline a user would choose,
-// measured in the same run, in interleaved rounds (min and median printed).
+// measured in the same run, in interleaved rounds (median and range printed,
+// and the ratio of the medians).
 //
 //  1. ingest: rows/s through the daemon's Writer (lock-free queue, batches,
-//     WAL) against a bare prepared-INSERT loop writing the same rows into the
-//     same schema, 4096 rows per transaction, WAL, synchronous=NORMAL (what
-//     one would write by hand), and against the same loop into a table of
-//     integers without constraints or index (SQLite's ceiling here).
-//  2. queue: SpscQueue push+pop against a mutex-protected std::deque, one
+//     WAL, the latency summaries) against a bare prepared-INSERT loop
+//     writing the same rows into the same schema, 4096 rows per
+//     transaction, WAL, synchronous=NORMAL (what one would write by hand),
+//     and against the same loop into a table of integers without
+//     constraints or index (SQLite's ceiling here); bytes per row of each.
+//  2. stats on the Writer's N rows: port_latency_summary (what busprof
+//     stats reads above 100000 rows) against the exact port_latency (what
+//     --exact reads) and against SQLite's GROUP BY of the same rows with
+//     count, min and max (the floor of any query that reads every row).
+//  3. queue: SpscQueue push+pop against a mutex-protected std::deque, one
 //     producer and one consumer thread.
 //
-// usage: busprof-bench [--rows N] [--rounds R] [--pin]
-//   --pin  run every thread of a case on CPU 0 (wake-up noise removed; the
-//          queue case then measures the hand-over cost, not parallelism)
+// usage: busprof-bench [--rows N] [--rounds R] [--pin] [--keep DIR]
+//   --pin   run every thread of a case on CPU 0 (wake-up noise removed; the
+//           queue case then measures the hand-over cost, not parallelism)
+//   --keep  write the DBs in DIR and leave them there (DIR/writer.db is a
+//           trace with N rows for 'busprof stats')
 // The load average before and after is printed: figures from a busy machine
 // are not comparable.
 #include "clock.h"
@@ -65,10 +73,18 @@ Record rec(int i, int64_t session = 1) {
     r.size = 1;
     r.dir = static_cast<uint8_t>(i & 1);
     r.value = static_cast<uint32_t>(i & 0xff);
-    r.t_trap_ns = 1000000 + static_cast<uint64_t>(i) * 1000;
+    // Bus times from 64 ns to about 100 us and overheads from 1 to 9 us,
+    // spread as a real trace's are, so the histograms have many buckets.
+    uint64_t h = static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 29;
+    uint64_t bus = (64ull << (h % 11)) + (h >> 8) % (64ull << (h % 11));
+    r.t_trap_ns = 1000000 + static_cast<uint64_t>(i) * 200000;
     r.t_bus_begin_ns = r.t_trap_ns + 300;
-    r.t_bus_end_ns = r.t_trap_ns + 500;
-    r.t_resume_ns = r.t_trap_ns + 900;
+    r.t_bus_end_ns = r.t_bus_begin_ns + bus;
+    r.t_resume_ns = r.t_bus_end_ns + 1000 + (h >> 20) % 8000;
+    r.task = 0x1000 + (i & 3);
+    r.pcpu = i & 1;
+    r.who_known = true;
     return r;
 }
 
@@ -90,7 +106,8 @@ std::string fresh(const std::filesystem::path& dir, const char* name) {
     return p.string();
 }
 
-// Rows per second of a bare prepared-INSERT loop, 4096 rows per transaction.
+// Rows per second of a bare prepared-INSERT loop, 4096 rows per transaction:
+// the columns the Writer writes, with the same values.
 double bare_loop(const std::string& path, int n, bool same_schema) {
     Db db = Db::open(path, true); // busprof's schema, WAL, synchronous=NORMAL
     const char* sql;
@@ -98,13 +115,13 @@ double bare_loop(const std::string& path, int n, bool same_schema) {
         db.exec("INSERT INTO sessions (domid, domain_name, backend, bus, state, start_trigger,"
                 " stop_trigger, created_ns) VALUES (1,'b','sim','sim','profiling','x','x',0)");
         sql = "INSERT INTO transactions (session_id, domid, vcpu, rip, port, size, dir, value,"
-              " t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns, status)"
-              " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)";
+              " t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns, status, clock_skewed,"
+              " pre_trigger, task, pcpu) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
     } else {
         db.exec("CREATE TABLE minimal (a INTEGER, b INTEGER, c INTEGER, d INTEGER, e INTEGER,"
                 " f INTEGER, g INTEGER, h INTEGER, i INTEGER, j INTEGER, k INTEGER, l INTEGER,"
-                " m INTEGER)");
-        sql = "INSERT INTO minimal VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)";
+                " m INTEGER, n INTEGER, o INTEGER, p INTEGER, q INTEGER)");
+        sql = "INSERT INTO minimal VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
     }
     Stmt ins(db.get(), sql);
     uint64_t t0 = now_ns();
@@ -127,12 +144,33 @@ double bare_loop(const std::string& path, int n, bool same_schema) {
                 ins.bind(13, status_name(r.status));
             else
                 ins.bind(13, r.status);
+            ins.bind(14, 0).bind(15, 0);
+            ins.bind(16, static_cast<int64_t>(r.task)).bind(17, r.pcpu);
             ins.step();
             ins.reset();
         }
         db.exec("COMMIT");
     }
     return n / ((now_ns() - t0) / 1e9);
+}
+
+// Bytes per row of a DB file (after a checkpoint, so the WAL is in it).
+double bytes_per_row(const std::string& path, int n) {
+    {
+        Db db = Db::open(path, true);
+        db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    }
+    return static_cast<double>(std::filesystem::file_size(path)) / n;
+}
+
+// Seconds to run a query to its end on a DB opened read-only.
+double query_s(const std::string& path, const std::string& sql) {
+    Db db = Db::open(path, false);
+    uint64_t t0 = now_ns();
+    Stmt q(db.get(), sql);
+    while (q.step()) {
+    }
+    return (now_ns() - t0) / 1e9;
 }
 
 // Rows per second from the first push to the commit of the last row.
@@ -171,10 +209,20 @@ template <typename Push, typename Pop> double queue_ns(int n, Push push, Pop pop
     return static_cast<double>(now_ns() - s) / n;
 }
 
+void print(const char* what, const Stats& s, const char* unit, double scale = 1) {
+    std::printf("  %-62s %9.2f [%.2f-%.2f] %s\n", what, s.median() / scale, s.min() / scale,
+                s.max() / scale, unit);
+}
+
+void ratio(const char* what, double r, const char* goal = "") {
+    std::printf("  %-62s %9.2fx %s\n", what, r, goal);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
     int rows = 300000, rounds = 3;
+    std::string keep;
     for (int i = 1; i < argc; i++) {
         if (!std::strcmp(argv[i], "--rows") && i + 1 < argc)
             rows = std::atoi(argv[++i]);
@@ -182,8 +230,11 @@ int main(int argc, char** argv) {
             rounds = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--pin"))
             g_pin = true;
+        else if (!std::strcmp(argv[i], "--keep") && i + 1 < argc)
+            keep = argv[++i];
         else {
-            std::fprintf(stderr, "usage: busprof-bench [--rows N] [--rounds R] [--pin]\n");
+            std::fprintf(stderr,
+                         "usage: busprof-bench [--rows N] [--rounds R] [--pin] [--keep DIR]\n");
             return 2;
         }
     }
@@ -192,29 +243,54 @@ int main(int argc, char** argv) {
         return 2;
     }
     pin_this_thread();
-    auto dir =
-        std::filesystem::temp_directory_path() / ("busprof-bench." + std::to_string(getpid()));
+    auto dir = keep.empty() ? std::filesystem::temp_directory_path() /
+                                  ("busprof-bench." + std::to_string(getpid()))
+                            : std::filesystem::path(keep);
     std::filesystem::create_directories(dir);
     std::printf("busprof-bench: %d rows, %d interleaved rounds%s; load average before: %s\n", rows,
                 rounds, g_pin ? ", pinned to CPU 0" : "", loadavg().c_str());
 
-    Stats bare, minimal, wr;
+    // Each round writes the three DBs, then times the three stats queries
+    // on the Writer's, interleaved, so a slow phase of the machine hits
+    // every case alike.
+    Stats bare, minimal, wr, bare_b, minimal_b, wr_b, summary, exact, group_by;
+    const std::string rows_sql = "SELECT domid, port, dir, count(*),"
+                                 " MIN(t_bus_end_ns - t_bus_begin_ns),"
+                                 " MAX(t_bus_end_ns - t_bus_begin_ns) FROM transactions"
+                                 " WHERE status = 'ok' GROUP BY domid, port, dir";
     for (int r = 0; r < rounds; r++) {
-        bare.v.push_back(bare_loop(fresh(dir, "bare.db"), rows, true));
-        wr.v.push_back(writer(fresh(dir, "writer.db"), rows));
-        minimal.v.push_back(bare_loop(fresh(dir, "minimal.db"), rows, false));
+        std::string b = fresh(dir, "bare.db"), w = fresh(dir, "writer.db"),
+                    m = fresh(dir, "minimal.db");
+        bare.v.push_back(bare_loop(b, rows, true));
+        wr.v.push_back(writer(w, rows));
+        minimal.v.push_back(bare_loop(m, rows, false));
+        bare_b.v.push_back(bytes_per_row(b, rows));
+        wr_b.v.push_back(bytes_per_row(w, rows));
+        minimal_b.v.push_back(bytes_per_row(m, rows));
+        summary.v.push_back(query_s(w, "SELECT * FROM port_latency_summary"));
+        exact.v.push_back(query_s(w, "SELECT * FROM port_latency"));
+        group_by.v.push_back(query_s(w, rows_sql));
     }
-    auto krows = [](double v) { return v / 1000.0; };
     std::printf("ingest (k rows/s, median [min-max])\n");
-    std::printf("  bare prepared INSERT, same rows and schema, 4096/txn, WAL  %7.0f [%.0f-%.0f]\n",
-                krows(bare.median()), krows(bare.min()), krows(bare.max()));
-    std::printf("  busprof Writer (queue, batches, WAL)                        %7.0f [%.0f-%.0f]"
-                "   %.2fx the bare loop (goal >= 0.9x)\n",
-                krows(wr.median()), krows(wr.min()), krows(wr.max()), wr.median() / bare.median());
-    std::printf("  bare loop into a table of 13 integers, no checks, no index  %7.0f [%.0f-%.0f]"
-                "   the writer reaches %.2fx of it\n",
-                krows(minimal.median()), krows(minimal.min()), krows(minimal.max()),
-                wr.median() / minimal.median());
+    print("busprof Writer (queue, batches, WAL, summaries)", wr, "", 1000);
+    print("bare prepared INSERT, same rows and schema, 4096/txn, WAL", bare, "", 1000);
+    print("bare loop into a table of 17 integers, no checks, no index", minimal, "", 1000);
+    ratio("Writer / bare loop of the same rows", wr.median() / bare.median(),
+          "(issue 10: >= 0.9x)");
+    ratio("Writer / table of integers", wr.median() / minimal.median(),
+          "(issue 10: the Writer >= 1 M rows/s)");
+    std::printf("DB size (bytes per row, median [min-max])\n");
+    print("busprof Writer (rows, index, summaries)", wr_b, "");
+    print("bare loop, same schema", bare_b, "");
+    print("table of 17 integers", minimal_b, "");
+    ratio("Writer / table of integers", wr_b.median() / minimal_b.median(), "(issue 10: <= 1.1x)");
+    std::printf("stats on the Writer's %d rows (s, median [min-max])\n", rows);
+    print("port_latency_summary (busprof stats above 100000 rows)", summary, "");
+    print("port_latency, exact (busprof stats --exact)", exact, "");
+    print("SQLite GROUP BY of the rows: count, min, max", group_by, "");
+    ratio("exact / summaries", exact.median() / summary.median());
+    ratio("GROUP BY / summaries", group_by.median() / summary.median());
+    ratio("exact / GROUP BY", exact.median() / group_by.median());
 
     Stats spsc, locked;
     int n = rows * 10;
@@ -243,11 +319,11 @@ int main(int argc, char** argv) {
             }));
     }
     std::printf("queue (ns per record handed from one thread to another, median [min-max])\n");
-    std::printf("  mutex + std::deque  %6.1f [%.1f-%.1f]\n", locked.median(), locked.min(),
-                locked.max());
-    std::printf("  lock-free SPSC      %6.1f [%.1f-%.1f]   %.2fx faster\n", spsc.median(),
-                spsc.min(), spsc.max(), locked.median() / spsc.median());
+    print("lock-free SPSC", spsc, "");
+    print("mutex + std::deque", locked, "");
+    ratio("SPSC / mutex + deque (time per record)", spsc.median() / locked.median());
     std::printf("load average after: %s\n", loadavg().c_str());
-    std::filesystem::remove_all(dir);
+    if (keep.empty())
+        std::filesystem::remove_all(dir);
     return 0;
 }

@@ -64,8 +64,8 @@ TEST_F(DbIdentity, ANewDbIsMarkedAsBusprofsWithItsSchemaVersion) {
     std::string f = path("new.db");
     Db::open(f, true);
     EXPECT_EQ(number(f, "PRAGMA application_id"), 0x42507266);
-    EXPECT_EQ(number(f, "PRAGMA user_version"), 4);
-    EXPECT_EQ(number(f, "SELECT value FROM meta WHERE key = 'schema_version'"), 4);
+    EXPECT_EQ(number(f, "PRAGMA user_version"), 5);
+    EXPECT_EQ(number(f, "SELECT value FROM meta WHERE key = 'schema_version'"), 5);
     EXPECT_EQ(refusal(f, false), "");
     EXPECT_EQ(refusal(f, true), "");
 }
@@ -100,12 +100,12 @@ TEST_F(DbIdentity, ADbMarkedByAnotherApplicationIsRefused) {
 TEST_F(DbIdentity, ANewerSchemaVersionIsRefused) {
     std::string f = path("newer.db");
     Db::open(f, true);
-    sql(f, "PRAGMA user_version = 5");
-    EXPECT_NE(refusal(f, true).find("schema version 5"), std::string::npos);
-    EXPECT_NE(refusal(f, false).find("schema version 5"), std::string::npos);
+    sql(f, "PRAGMA user_version = 6");
+    EXPECT_NE(refusal(f, true).find("schema version 6"), std::string::npos);
+    EXPECT_NE(refusal(f, false).find("schema version 6"), std::string::npos);
 }
 
-// Read as it is; not written to: its tables lack the columns of schema 4.
+// Read as it is; not written to: its tables lack the columns of schema 5.
 TEST_F(DbIdentity, ADbOfAnOlderSchemaIsReadButNotWritten) {
     std::string f = path("unmarked.db");
     sql(f, "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
@@ -113,6 +113,18 @@ TEST_F(DbIdentity, ADbOfAnOlderSchemaIsReadButNotWritten) {
     EXPECT_EQ(refusal(f, false), "");
     EXPECT_NE(refusal(f, true).find("older busprof"), std::string::npos);
     EXPECT_EQ(number(f, "PRAGMA application_id"), 0);
+}
+
+// A version 4 file (before the latency summaries) is read, not written:
+// its writer kept no summaries, and one written on from now would hold
+// summaries of part of its rows.
+TEST_F(DbIdentity, ADbOfSchemaVersion4IsReadButNotWritten) {
+    std::string f = path("v4.db");
+    Db::open(f, true);
+    sql(f, "PRAGMA user_version = 4");
+    EXPECT_EQ(refusal(f, false), "");
+    auto why = refusal(f, true);
+    EXPECT_NE(why.find("schema version 4 of an older busprof"), std::string::npos) << why;
 }
 
 // A version 3 file (before markers.origin) is read, not written.
