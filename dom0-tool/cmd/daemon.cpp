@@ -29,6 +29,10 @@ void setup_daemon(CLI::App& app, Globals& g, Runner& run) {
         ->check(integer_in(1, 60000, "ms"));
     c->add_option("--queue", cfg->queue_capacity, "record queue capacity (transactions)")
         ->check(integer_in(2, 1u << 24));
+    c->add_option("--writer-nice", cfg->writer_nice,
+                  "nice value of the thread that writes the trace DB (0-19)")
+        ->capture_default_str()
+        ->check(integer_in(0, 19));
     // 0 is the "not given" of the triggers, so N starts at 1.
     auto* start_after = c->add_option("--start-after", cfg->triggers.start_after_accesses,
                                       "start recording after N accesses instead of at start_trap")

@@ -39,6 +39,7 @@ struct DaemonConfig {
     unsigned timeout_ms = 1000;
     size_t queue_capacity = 65536;
     size_t note_capacity = 4096;
+    int writer_nice = Writer::kDefaultWriterNice;
     Triggers triggers;
     SimBusConfig sim_bus;
     // Where the hypervisor and the bus come from when set (the daemon's

@@ -108,7 +108,11 @@ class Writer {
   public:
     using ExtractReply = std::function<void(const ExtractRequest&, ExtractResult&)>;
 
-    Writer(const std::string& path, size_t queue_capacity, size_t note_capacity = 4096);
+    // nice: the writer thread's nice value (Writer::run says why it is
+    // nicer than the thread that serves the guest).
+    Writer(const std::string& path, size_t queue_capacity, size_t note_capacity = 4096,
+           int nice = kDefaultWriterNice);
+    static constexpr int kDefaultWriterNice = 19;
     ~Writer(); // close(10000)
     Writer(const Writer&) = delete;
 
@@ -166,6 +170,7 @@ class Writer {
     Db db_;
     SpscQueue<Record> queue_;
     size_t note_capacity_;
+    int nice_;
     ExtractReply extract_reply_;
 
     std::atomic<uint64_t> pushed_{0}; // written by the producer only

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""The simulated trap path against its baseline, measured in the same run.
+
+For 1, 2 and 4 vCPUs, in interleaved rounds:
+  bare     busprof-bench-bare-chain: the same hops (SIGSEGV -> socket ->
+           hypervisor thread -> eventfd -> one profiler poll() -> eventfd ->
+           socket -> back) with nothing done at any of them;
+  off      busprof-simxen + busprof daemon --manual-start (every access served,
+           nothing recorded) + busprof-bench-trap-guest;
+  on       the same, recording (a row per access in the trace DB; checked).
+Each guest vCPU makes ACCESSES trapped OUTs in a row to a port of its own
+(the sim bus with --latency-ns 0, so the bus itself costs ~nothing).  Printed:
+per-access wait p50/p99/p99.9 and throughput, the min and median over the
+rounds, and the ratios on/bare and on/off.  --pin runs every process on CPU
+0 (taskset): wake-up noise removed, parallelism too.
+
+usage: trap_path.py --bin BUILD_DIR [--accesses N] [--rounds R] [--vcpus 1,2,4] [--pin]
+                    [--writer-nice N]   (the daemon's; 0 shows the cost of writing at its priority)
+"""
+import argparse
+import os
+import re
+import signal
+import sqlite3
+import statistics
+import subprocess
+import tempfile
+import time
+
+PORTS = "0x3f8-0x3ff,0x300-0x30f"
+
+
+def parse(out):
+    m = re.search(r"WAIT_NS p50 (\d+) p99 (\d+) p999 (\d+) max (\d+)", out)
+    e = re.search(r"ELAPSED_NS (\d+) ACCESSES (\d+)", out)
+    if not m or not e:
+        raise RuntimeError("no figures in: " + out)
+    p50, p99, p999, _ = map(int, m.groups())
+    return {"p50": p50, "p99": p99, "p999": p999,
+            "rate": int(e.group(2)) / (int(e.group(1)) / 1e9)}
+
+
+class Sim:
+    def __init__(self, b, pin, vcpus, daemon_args=()):
+        self.b, self.pin, self.daemon_args = b, pin, list(daemon_args)
+        self.tmp = tempfile.TemporaryDirectory(prefix="busprof-trap.")
+        d = self.tmp.name
+        self.sock, self.ctl, self.db = (os.path.join(d, "simxen.sock"),
+                                        os.path.join(d, "busprof.sock"),
+                                        os.path.join(d, "trace.db"))
+        self.sim = self.spawn(["dom0-tool/busprof-simxen", "--socket", self.sock,
+                               "--domain", f"1:bench:{PORTS}:{vcpus + 1}"])
+        self.wait(self.sock)
+        self.run(["dom0-tool/busprof", "policy", "bench", "--allow", PORTS,
+                  "--sim-socket", self.sock])
+
+    def cmd(self, argv):
+        a = [os.path.join(self.b, argv[0]), *argv[1:]]
+        return ["taskset", "-c", "0", *a] if self.pin else a
+
+    def spawn(self, argv, **kw):
+        return subprocess.Popen(self.cmd(argv), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, **kw)
+
+    def run(self, argv, env=None):
+        r = subprocess.run(self.cmd(argv), capture_output=True, text=True, env=env, timeout=600)
+        if r.returncode:
+            raise RuntimeError(f"{argv[0]}: {r.stderr}")
+        return r.stdout
+
+    @staticmethod
+    def wait(path):
+        for _ in range(1000):
+            if os.path.exists(path):
+                return
+            time.sleep(0.01)
+        raise RuntimeError(f"{path} never appeared")
+
+    def measure(self, accesses, vcpus, record):
+        if os.path.exists(self.db):
+            os.unlink(self.db)
+        d = self.spawn(["dom0-tool/busprof", "daemon", "bench", "--backend", "sim",
+                        "--sim-socket", self.sock, "--socket", self.ctl, "--db", self.db,
+                        "--latency-ns", "0", *self.daemon_args,
+                        *([] if record else ["--manual-start"])])
+        self.wait(self.ctl)
+        env = dict(os.environ, BUSPROF_SIM_SOCKET=self.sock, BUSPROF_SIM_DOMID="1")
+        out = self.run(["tests/busprof-bench-trap-guest", str(accesses), str(vcpus)], env)
+        d.send_signal(signal.SIGTERM)
+        _, err = d.communicate(timeout=60)
+        if d.returncode:
+            raise RuntimeError("daemon: " + err)
+        (rows,), = sqlite3.connect(self.db).execute("SELECT count(*) FROM transactions")
+        want = accesses * vcpus if record else 0
+        if rows != want:
+            raise RuntimeError(f"{rows} rows recorded, {want} expected")
+        return parse(out)
+
+    def close(self):
+        self.sim.kill()
+        self.sim.wait()
+        self.tmp.cleanup()
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--accesses", type=int, default=20000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--vcpus", default="1,2,4")
+    ap.add_argument("--pin", action="store_true")
+    ap.add_argument("--writer-nice", type=int)
+    a = ap.parse_args()
+    extra = [] if a.writer_nice is None else ["--writer-nice", str(a.writer_nice)]
+    b = os.path.abspath(a.bin)
+    print(f"trap path: {a.accesses} OUTs per vCPU, {a.rounds} interleaved rounds"
+          f"{', pinned to CPU 0' if a.pin else ''}"
+          f"{', daemon ' + ' '.join(extra) if extra else ''}; load before: {loadavg()}")
+    res = {}
+    for v in map(int, a.vcpus.split(",")):
+        for r in range(a.rounds):
+            sim = Sim(b, a.pin, v, extra)
+            try:
+                bare = subprocess.run(sim.cmd(["tests/busprof-bench-bare-chain", str(a.accesses),
+                                               str(v)]), capture_output=True, text=True,
+                                      timeout=600)
+                res.setdefault((v, "bare"), []).append(parse(bare.stdout))
+                res.setdefault((v, "off"), []).append(sim.measure(a.accesses, v, False))
+                res.setdefault((v, "on"), []).append(sim.measure(a.accesses, v, True))
+            finally:
+                sim.close()
+
+    def fig(v, kind, key, f):
+        return f([x[key] for x in res[(v, kind)]])
+
+    print(f"{'vCPUs':>5} {'figure':<12} {'bare':>10} {'off':>10} {'on':>10} {'on/bare':>8}"
+          f" {'on/off':>7}   (median of rounds; min in brackets for on)")
+    for v in sorted({k[0] for k in res}):
+        for key, unit in (("p50", "ns"), ("p99", "ns"), ("p999", "ns"), ("rate", "/s")):
+            med = {k: fig(v, k, key, statistics.median) for k in ("bare", "off", "on")}
+            lo = fig(v, "on", key, min if key != "rate" else max)
+            print(f"{v:>5} {key + ' ' + unit:<12} {med['bare']:>10.0f} {med['off']:>10.0f}"
+                  f" {med['on']:>10.0f} {med['on'] / med['bare']:>7.2f}x"
+                  f" {med['on'] / med['off']:>6.2f}x   [{lo:.0f}]")
+    print(f"load after: {loadavg()}")
+
+
+if __name__ == "__main__":
+    main()
