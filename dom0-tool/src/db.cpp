@@ -524,6 +524,13 @@ bool Writer::push(const Record& r) {
     if (!queue_.try_push(r))
         return false;
     pushed_.fetch_add(1, std::memory_order_release);
+    // A writer that falls behind gets the daemon's priority at once, from
+    // here: it may be in the middle of a commit it would finish too slowly
+    // at its own (see Writer::run).
+    if (queue_.size() > queue_.capacity() / 4 && !boosted_.load(std::memory_order_relaxed) &&
+        writer_tid_.load(std::memory_order_acquire) > 0 &&
+        !boosted_.exchange(true, std::memory_order_acq_rel))
+        (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(writer_tid_.load()), 0);
     return true;
 }
 
@@ -861,10 +868,19 @@ void Writer::run() {
     // the two share a CPU, the thread that serves the guest must not wait
     // for a commit to use up its time slice (at the daemon's own priority
     // a committing writer made one access in a thousand wait over a
-    // millisecond).  A nicer writer is preempted at once and gets whatever
-    // CPU is idle; if other work keeps the CPUs busy it may fall behind,
-    // and what no longer fits in the queue is counted as dropped.
-    (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), nice_);
+    // millisecond).  So the writer runs nicer, preempted at once and given
+    // whatever CPU is idle.  But a writer kept from the CPU falls behind,
+    // and a full queue loses records: once the queue is a quarter full the
+    // writer takes the daemon's priority until it is nearly empty again.
+    // Going back up needs the privilege the daemon has as root; without
+    // it the writer stays at the daemon's priority throughout.
+    const int id = static_cast<int>(::gettid());
+    rlimit nl{};
+    const bool can_return =
+        ::geteuid() == 0 || (::getrlimit(RLIMIT_NICE, &nl) == 0 && nl.rlim_cur >= 20);
+    const int quiet = can_return ? nice_ : 0;
+    if (quiet > 0 && ::setpriority(PRIO_PROCESS, static_cast<id_t>(id), quiet) == 0)
+        writer_tid_.store(id, std::memory_order_release); // push() may boost it now
     Work w;
     std::vector<ExtractRequest> extracts;
     std::string err;
@@ -872,6 +888,11 @@ void Writer::run() {
     for (;;) {
         if (w.empty())
             gather(w);
+        // Caught up again after a boost: back to the quiet priority.
+        if (boosted_.load(std::memory_order_acquire) &&
+            queue_.size() + w.records.size() < queue_.capacity() / 16 &&
+            ::setpriority(PRIO_PROCESS, static_cast<id_t>(id), quiet) == 0)
+            boosted_.store(false, std::memory_order_release);
         if (w.empty()) {
             std::unique_lock lk(mu_);
             if (dirty_.empty()) {

@@ -171,6 +171,8 @@ class Writer {
     SpscQueue<Record> queue_;
     size_t note_capacity_;
     int nice_;
+    std::atomic<int> writer_tid_{0};   // set once the writer is nicer than the daemon
+    std::atomic<bool> boosted_{false}; // it runs at the daemon's priority for a backlog
     ExtractReply extract_reply_;
 
     std::atomic<uint64_t> pushed_{0}; // written by the producer only
