@@ -7,9 +7,13 @@
 #    build/system-test/rig-bin/; the project's binaries come from BUSPROF_BIN_DIR (a
 #    directory or a colon-separated list): `busprof` (+ BUSPROF_DOM0_PROGRAMS) for dom0,
 #    `busprof-example-driver` (+ BUSPROF_GUEST_PROGRAMS) for the guests and dom0;
+#  - guest kernel modules: with BUSPROF_GUEST_KMODS (a Kbuild directory, e.g.
+#    guest-lib/linux) set, built from a copy (stage/kmod/) against the guests'
+#    kernel build tree (stage 3's kernel/build), log in kmod-build.log;
 #  - guest initramfs build/system-test/domU.cpio.gz: stage 3's base tree + porttest +
 #    busprof-example-driver (+ BUSPROF_GUEST_PROGRAMS), with
-#    the host's shared libraries for dynamically linked ones, in /busprof/bin;
+#    the host's shared libraries for dynamically linked ones, in /busprof/bin; the
+#    guest kernel modules in /busprof/kmod;
 #  - root filesystem image build/system-test/rootfs.ext4 (mkfs.ext4 -d): the cached
 #    debootstrap tree + Xen modules + /busprof (init.sh, lib-dom0.sh, dom0-test.sh
 #    (BUSPROF_DOM0_TEST overrides), cfg/, bin/, guest/vmlinuz, guest/domU.cpio.gz).
@@ -51,6 +55,29 @@ else
     log "BUSPROF_BIN_DIR not set: placeholder guest program porttest only"
 fi
 
+# ---- guest kernel modules ------------------------------------------------------------
+# BUSPROF_GUEST_KMODS: a directory of Kbuild modules (guest-lib/linux), built from a
+# copy against the build tree of the guests' own kernel (stage 3: kernel/build).
+KMODS=()
+if [ -n "${BUSPROF_GUEST_KMODS:-}" ]; then
+    [ -e "$OUT_DIR/kernel/build/Makefile" ] || die "no kernel build tree (stage-kernel.sh with BUSPROF_GUEST_KMODS set)"
+    ensure_cmds make:make gcc-12:gcc-12 modinfo:kmod /usr/lib/x86_64-linux-gnu/libelf.so.1:libelf1
+    KSRC=$STAGE_DIR/kmod
+    rm -rf "$KSRC"; cp -r "$BUSPROF_GUEST_KMODS" "$KSRC"
+    make -C "$OUT_DIR/kernel/build" M="$KSRC" -j"$(nproc)" \
+        BUSPROF_XEN_PUBLIC="$REPO_ROOT/xen-patches/xen/include/public" modules > "$OUT_DIR/kmod-build.log" 2>&1 \
+        || { cat "$OUT_DIR/kmod-build.log" >&2; die "building the guest kernel modules failed"; }
+    grep -i 'warning' "$OUT_DIR/kmod-build.log" | grep -v 'Skipping BTF' >&2 && die "the guest kernel modules build with warnings"
+    mapfile -t KMODS < <(ls "$KSRC"/*.ko)
+    for m in "${KMODS[@]}"; do
+        case "$(modinfo -F vermagic "$m")" in
+            "$KVER "*) ;;
+            *) die "$m is not built for $KVER: $(modinfo -F vermagic "$m")" ;;
+        esac
+    done
+    log "guest kernel modules for $KVER: $(basename -a "${KMODS[@]}" | tr '\n' ' ')"
+fi
+
 # ---- guest initramfs -----------------------------------------------------------------
 U=$STAGE_DIR/domU
 rm -rf "$U"; cp -a "$STAGE_DIR/domU-base" "$U"
@@ -58,6 +85,10 @@ copy_with_libs "$BIN/porttest" "$U" /busprof/bin/porttest
 for p in "${GUEST_PROGS[@]}"; do
     [ -n "${FOUND[$p]:-}" ] && copy_with_libs "${FOUND[$p]}" "$U" "/busprof/bin/$p"
 done
+if [ ${#KMODS[@]} -gt 0 ]; then
+    mkdir -p "$U/busprof/kmod"
+    cp "${KMODS[@]}" "$U/busprof/kmod/"
+fi
 gen_cpio "$U" "$OUT_DIR/domU.cpio.gz"
 log "guest initramfs: $OUT_DIR/domU.cpio.gz ($(du -h "$OUT_DIR/domU.cpio.gz" | cut -f1)): $(ls "$U/busprof/bin" | tr '\n' ' ')"
 

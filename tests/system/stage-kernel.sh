@@ -7,6 +7,7 @@
 #
 # Outputs in build/system-test/:
 #   kernel/vmlinuz  kernel/KVER  kernel/modroot -> the extracted, depmod'ed package
+#   kernel/build -> the kernel's build tree (only with BUSPROF_GUEST_KMODS set)
 #   kernel/busybox  initramfs-dom0.cpio.gz  stage/domU-base/ (tree)
 # usage: tests/system/stage-kernel.sh
 set -euo pipefail
@@ -62,6 +63,40 @@ rm -rf "$K"; mkdir -p "$K"
 cp "$KROOT/boot/vmlinuz-$KVER" "$K/vmlinuz"
 echo "$KVER" > "$K/KVER"
 ln -s "$KROOT" "$K/modroot"
+
+# The kernel's build tree, for the guest's kernel modules (BUSPROF_GUEST_KMODS):
+# linux-headers-KVER, the -common package it depends on and linux-kbuild, all at
+# the kernel package's own version, extracted (cached).  The arch package's
+# Makefile includes the -common one by its absolute /usr/src path: pointed at
+# the extracted copy instead.
+if [ -n "${BUSPROF_GUEST_KMODS:-}" ]; then
+    HPKG=linux-headers-$KVER
+    CPKG=$(apt-cache "${APT_BIN_OPTS[@]}" show "$HPKG=$KVERS_DEB" 2>/dev/null \
+           | sed -n 's/^Depends: .*\(linux-headers-[^ ,]*-common\) .*/\1/p' | head -n1)
+    KBPKG=$(apt-cache "${APT_BIN_OPTS[@]}" show "$HPKG=$KVERS_DEB" 2>/dev/null \
+           | sed -n 's/^Depends: .*\(linux-kbuild-[0-9.]*\) .*/\1/p' | head -n1)
+    [ -n "$CPKG" ] && [ -n "$KBPKG" ] || die "cannot resolve the dependencies of $HPKG $KVERS_DEB"
+    HROOT=$CACHE_DIR/kheaders-$KVER
+    if [ ! -f "$HROOT/.complete" ]; then
+        ( cd "$DEBS"
+          for p in "$HPKG" "$CPKG" "$KBPKG"; do
+              ls "${p}_${KVERS_DEB}_"*.deb >/dev/null 2>&1 \
+                  || apt-get -q "${APT_BIN_OPTS[@]}" download "$p=$KVERS_DEB" >&2
+          done
+        ) || die "apt-get download of the kernel headers failed"
+        rm -rf "$HROOT"; mkdir -p "$HROOT"
+        for p in "$HPKG" "$CPKG" "$KBPKG"; do
+            log "extracting $p $KVERS_DEB"
+            dpkg-deb -x "$(ls -1 "$DEBS/${p}_${KVERS_DEB}_"*.deb | tail -n1)" "$HROOT"
+        done
+        sed -i "s|^include /usr/src/|include $HROOT/usr/src/|" "$HROOT/usr/src/$HPKG/Makefile"
+        grep -q "^include $HROOT/usr/src/$CPKG/Makefile" "$HROOT/usr/src/$HPKG/Makefile" \
+            || die "unexpected $HPKG/Makefile: $(cat "$HROOT/usr/src/$HPKG/Makefile")"
+        touch "$HROOT/.complete"
+    fi
+    ln -s "$HROOT/usr/src/$HPKG" "$K/build"
+    log "kernel build tree: $K/build ($HPKG, $CPKG, $KBPKG $KVERS_DEB)"
+fi
 cp "$BBROOT/bin/busybox" "$K/busybox"
 
 # busybox_tree DIR: a minimal root with busybox and all its applets as links

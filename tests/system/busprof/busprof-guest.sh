@@ -1,8 +1,10 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0-only
 # busprof system test, guest side: an unmodified program under dom0's trap,
-# then two refused traps and the example driver.
+# then two refused traps, the example driver and, if the initramfs has them,
+# the kernel modules (busprof.ko and the example driver module).
 export PATH=/busprof/bin:$PATH
+rc=0
 # porttest knows nothing of busprof (ioperm, outb/inb); dom0 trapped COM2 for
 # this guest before it started (busprof trap).
 porttest 100 0x2f8
@@ -17,4 +19,21 @@ done
 echo "COM2 handed back by dom0 after $n probes"
 busprof-trap-probe 0x3e8 0x3ef    # the guest may use it, dom0's policy does not allow it
 busprof-trap-probe 0x3f8 0x3ff    # the policy allows it, the guest was never granted it
-busprof-example-driver -u 0x2f8 -n 100
+busprof-example-driver -u 0x2f8 -n 100 || rc=1
+[ -f /busprof/kmod/busprof.ko ] || exit $rc
+
+# dom0 ends the driver's session and starts the next one (busprof stop,
+# rearm) once the driver is done: the module's records get a session of
+# their own, which starts empty.
+n=0
+while ! busprof-trap-probe -c 0x2f8 0x2ff | grep -q ': 0$'; do
+    n=$((n + 1))
+    [ $n -ge 600 ] && { echo "no new session after 120 s"; break; }
+    sleep 0.2
+done
+echo "new session after $n probes"
+insmod /busprof/kmod/busprof.ko || rc=1
+insmod /busprof/kmod/busprof-kexample.ko iterations=100 || rc=1
+# the modules log at KERN_INFO, below the console's loglevel
+dmesg | sed -n 's/^\[[^]]*\] \(busprof\(-kexample\)\{0,1\}: .*\)/\1/p'
+exit $rc

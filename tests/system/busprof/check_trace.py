@@ -3,7 +3,7 @@
 """busprof system test, host side: checks the trace DB and guest logs that the
 real-Xen run left in build/system-test/ and prints a summary per guest.
 
-usage: check_trace.py OUTDIR GUEST_NAME...
+usage: check_trace.py [--kmod] OUTDIR GUEST_NAME...
 Exit 0 only if, for every guest:
   - its example driver ran (DRIVER OK) and every COM2 scratch value round-tripped;
   - trapping 0x3e8-0x3ef (not in the policy) and 0x3f8-0x3ff (never granted) gave EPERM;
@@ -19,7 +19,13 @@ Exit 0 only if, for every guest:
     access; its markers say dom0 trapped and untrapped COM2 (origin 'dom0', no vCPU)
     and the driver's say the guest trapped (origin 'guest');
   - each program's accesses name one page-table base as their task (one
-    process made them) and a physical CPU.
+    process made them) and a physical CPU;
+  - with --kmod: the example driver module (busprof-kexample.ko, after the
+    example driver, in a session of its own) printed its OK line, and its
+    session holds exactly the transactions it extracted, each ok, on COM2's
+    scratch and line status registers, with a RIP in the kernel's half of the
+    address space and inside the module text it printed, every value it wrote
+    read back by the next access.
 """
 import os
 import re
@@ -28,9 +34,14 @@ import sys
 
 PLAIN_PAIRS = 8 + 100                   # porttest 100: its fixed values, then 100
 PLAIN_ACCESSES = 2 + 2 * PLAIN_PAIRS + 1  # LSR and scratch first, the restore last
+KMOD_ITERATIONS = 100                   # busprof-guest.sh: insmod ... iterations=100
+KERNEL_HALF = 0xffff800000000000        # x86-64: the kernel's canonical addresses
+KMOD_RE = (r"busprof-kexample: OK (\d+) transactions extracted, (\d+) accesses made, "
+           r"ports 0x2f8-0x2ff, rip 0x([0-9a-f]+)-0x([0-9a-f]+) in module text "
+           r"0x([0-9a-f]+)-0x([0-9a-f]+), (\d+) clock-skewed")
 
 
-def check_guest(db, outdir, name):
+def check_guest(db, outdir, name, kmod):
     problems = []
     log_path = os.path.join(outdir, "results", "guests", name + ".log")
     log = open(log_path, errors="replace").read() if os.path.exists(log_path) else ""
@@ -50,11 +61,12 @@ def check_guest(db, outdir, name):
     if extracted is None:
         problems.append("no EXTRACT line from the driver")
 
-    row = db.execute("SELECT id, domid FROM sessions WHERE domain_name = ? ORDER BY id DESC",
-                     (name,)).fetchone()
-    if not row:
-        return problems + [f"no session for {name} in the trace DB"], None
-    sid, domid = row
+    sessions = db.execute("SELECT id, domid FROM sessions WHERE domain_name = ? ORDER BY id DESC",
+                          (name,)).fetchall()
+    # the module's session is the last one, the driver's the one before it
+    if len(sessions) < 1 + bool(kmod):
+        return problems + [f"{len(sessions)} sessions for {name} in the trace DB"], None
+    sid, domid = sessions[1 if kmod else 0]
     q = lambda sql: db.execute(sql, (sid,)).fetchone()
     n = q("SELECT count(*) FROM transactions WHERE session_id = ? AND port BETWEEN 760 AND 767")[0]
     if extracted is not None and n != extracted:
@@ -71,9 +83,47 @@ def check_guest(db, outdir, name):
     problems += plain_problems
     if plain_sid is not None:
         problems += [f"porttest's session: {p}" for p in check_stamps(db, plain_sid)]
-    return problems, [(name, domid) + figures(db, sid)] + \
+    lines = [(name, domid) + figures(db, sid)] + \
         ([(name + "/plain", domid) + figures(db, plain_sid) + (firmware,)]
          if plain_sid is not None else [])
+    if kmod:
+        kmod_sid = sessions[0][0]
+        problems += [f"the module's session: {p}" for p in check_kmod(db, kmod_sid, domid, log)]
+        lines.append((name + "/kmod", domid) + figures(db, kmod_sid))
+    return problems, lines
+
+
+def check_kmod(db, sid, domid, log):
+    """The example driver module's session: what it extracted is what the DB
+    holds, made from the module's own text in the kernel."""
+    m = re.search(KMOD_RE, log)
+    if not m:
+        line = re.search(r"busprof-kexample: .*", log)
+        return [f"no OK line from the example driver module ({line.group(0) if line else 'nothing'})"]
+    extracted, made = int(m.group(1)), int(m.group(2))
+    text_lo, text_hi = int(m.group(5), 16), int(m.group(6), 16)
+    problems = check_stamps(db, sid) + check_who(db, sid, "the module's")
+    if made != 3 * KMOD_ITERATIONS:
+        problems.append(f"the module made {made} accesses, not {3 * KMOD_ITERATIONS}")
+    rows = db.execute("SELECT port, dir, value, status, domid, vcpu, rip"
+                      " FROM transactions WHERE session_id = ? ORDER BY id", (sid,)).fetchall()
+    # SQLite hands back rip as a signed 64-bit integer; the mask makes it unsigned
+    rips = [r[6] & 0xffffffffffffffff for r in rows]
+    if len(rows) != extracted:
+        problems.append(f"the module extracted {extracted} records, the DB has {len(rows)}")
+    bad = [r for r, rip in zip(rows, rips)
+           if r[0] not in (0x2fd, 0x2ff) or r[3] != "ok" or r[4] != domid or r[5] != 0
+           or not KERNEL_HALF <= rip or not text_lo <= rip < text_hi]
+    if bad:
+        problems.append(f"{len(bad)} transactions on another port, not ok, of another domain or"
+                        f" vCPU, or with a RIP outside the module's text"
+                        f" 0x{text_lo:x}-0x{text_hi:x}, e.g. {bad[0][:6]} rip 0x{bad[0][6] & (2**64 - 1):x}")
+    scratch = [(d, v) for p, d, v, *_ in rows if p == 0x2ff]
+    pairs = [(a[1], b[1]) for a, b in zip(scratch, scratch[1:]) if a[0] == "out" and b[0] == "in"]
+    if len(pairs) != KMOD_ITERATIONS or any(w != r for w, r in pairs):
+        problems.append(f"the module's scratch register: {len(pairs)} write/read pairs recorded,"
+                        f" {sum(w != r for w, r in pairs)} read back another value")
+    return problems
 
 
 def check_who(db, sid, whose, from_id=0):
@@ -180,7 +230,9 @@ def check_plain(db, driver_sid, domid):
 
 
 def main():
-    outdir, names = sys.argv[1], sys.argv[2:]
+    args = sys.argv[1:]
+    kmod = bool(args) and args[0] == "--kmod"
+    outdir, names = args[kmod], args[kmod + 1:]
     db_path = os.path.join(outdir, "trace.db")
     if not os.path.exists(db_path):
         print(f"system-test: FAIL: no trace DB at {db_path}")
@@ -193,7 +245,7 @@ def main():
     print(f"{'session':<16} {'domid':>5} {'transactions':>12} {'p50 bus ns':>11}"
           f" {'p50 overhead ns':>16} {'clock-skewed':>12} {'max skew ns':>11}")
     for name in names:
-        problems, lines = check_guest(db, outdir, name)
+        problems, lines = check_guest(db, outdir, name, kmod)
         for label, d, n, bus, ovh, skewed, skew, *early in lines or []:
             print(f"{label:<16} {d:>5} {n:>12} {bus if bus is not None else '-':>11} "
                   f"{ovh if ovh is not None else '-':>16} {skewed:>12} {skew:>11}"

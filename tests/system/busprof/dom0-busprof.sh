@@ -8,7 +8,10 @@
 # dom0's trap.  Once its console says it is done, dom0 ends that session, starts
 # the next (`busprof stop`, `busprof rearm`) and hands COM2 back (`busprof
 # untrap`); the guest waits for that, then runs the example driver, which traps
-# COM2 itself.
+# COM2 itself.  With busprof.kmod=1 on dom0's command line (system-test.sh
+# sets it when the guest initramfs has the kernel modules), dom0 ends the
+# driver's session too once it is done and starts the next one, in which the
+# guest loads busprof.ko and the example driver module.
 . /busprof/lib-dom0.sh
 
 DB=$BUSPROF_RESULTS/trace.db
@@ -28,6 +31,11 @@ if grep -qw 'busprof.attachonly=1' /proc/cmdline; then
     export BUSPROF_SUCCESS_RE='^SCRATCH-OK'
     ATTACH_ONLY=1
 fi
+KMOD=
+if grep -qw 'busprof.kmod=1' /proc/cmdline; then
+    KMOD=1
+    export BUSPROF_SUCCESS_RE='^busprof-kexample: OK'
+fi
 mkdir -p /run/busprof
 rc=0
 
@@ -45,6 +53,18 @@ plain_phase() {
         busprof stop --socket "$sock" && busprof rearm --socket "$sock" &&
             busprof untrap "$name" --backend xen --ports "$PLAIN_PORTS"
         echo "plain phase rc=$?"
+    } >> "$out" 2>&1
+    [ -n "$KMOD" ] || return 0
+    # The example driver's session ends when the driver is done; the guest
+    # waits until it sees an empty session, then loads the kernel modules.
+    for i in $(seq 1200); do
+        grep -q '^DRIVER \(OK\|FAIL\)' "$log" 2>/dev/null && break
+        sleep 0.5
+    done
+    {
+        bp_t "example driver of $name done (or 600 s passed): stop, rearm"
+        busprof stop --socket "$sock" && busprof rearm --socket "$sock"
+        echo "driver phase rc=$?"
     } >> "$out" 2>&1
 }
 
@@ -100,8 +120,10 @@ for g in ${BUSPROF_GUESTS:-pvh hvm}; do
         name=$(cfg_value name "$cfg")
         expect "$name"
         extra=$(cfg_value extra "$cfg")
+        # 8250.nr_uarts=1, as the PVH and HVM configs have: the serial driver
+        # stays off COM2, which the example driver module claims
         BUSPROF_SUCCESS_RE='^PV REFUSED OK' RUN_GUEST_HOOK= RUN_GUEST_RETRY_HOOK= \
-            run_guest "$cfg" "extra=\"$extra busprof.name=$name busprof.run=busprof-guest-pv.sh\"" || rc=1
+            run_guest "$cfg" "extra=\"$extra 8250.nr_uarts=1 busprof.name=$name busprof.run=busprof-guest-pv.sh\"" || rc=1
         continue
     fi
     name=$(cfg_value name "$cfg")

@@ -1,0 +1,338 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// busprof.ko's logic (guest-lib/linux/bp_core.c) over a scripted hypervisor
+// and a fake clock, and the example driver module's record check
+// (guest-lib/linux/kexample_check.c): the C files Kbuild builds into the
+// modules, which cannot run here.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <vector>
+
+extern "C" {
+#include <busprof.h>
+
+#include "bp_core.h"
+#include "kexample_check.h"
+}
+
+namespace {
+
+// A hypervisor that answers each call from a script and logs what it got.
+struct FakeXen {
+    struct Call {
+        unsigned int cmd;
+        xen_busprof_trap trap{};
+        xen_busprof_extract extract{};
+    };
+    // What extract hands back: `total` records in the snapshot, numbered 1..
+    uint64_t total = 0;
+    uint64_t snapshot = 7;
+    std::deque<long> script; // results to return first (e.g. -EAGAIN), then 0
+    uint64_t now = 0;
+    uint64_t slept_us = 0;
+    std::vector<Call> calls;
+
+    long op(unsigned int cmd, void* arg) {
+        Call c{cmd};
+        if (cmd == XEN_BUSPROF_start_trap || cmd == XEN_BUSPROF_stop_trap)
+            std::memcpy(&c.trap, arg, sizeof(c.trap));
+        if (cmd == XEN_BUSPROF_extract)
+            std::memcpy(&c.extract, arg, sizeof(c.extract));
+        calls.push_back(c);
+        if (!script.empty()) {
+            long rc = script.front();
+            script.pop_front();
+            if (rc)
+                return rc;
+        }
+        if (cmd == XEN_BUSPROF_extract) {
+            auto* x = static_cast<xen_busprof_extract*>(arg);
+            uint64_t n = 0;
+            for (uint64_t i = x->offset; i < total && n < x->nr; i++, n++) {
+                xen_busprof_record r{};
+                r.id = i + 1;
+                std::memcpy(x->buffer.p + n, &r, sizeof(r));
+            }
+            x->nr = static_cast<uint32_t>(n);
+            x->total = total;
+            x->snapshot = snapshot;
+        }
+        return 0;
+    }
+
+    bp_env env() {
+        return bp_env{[](void* ctx, unsigned int cmd, void* arg) {
+                          return static_cast<FakeXen*>(ctx)->op(cmd, arg);
+                      },
+                      [](void* ctx) { return static_cast<FakeXen*>(ctx)->now; },
+                      [](void* ctx, unsigned int us) {
+                          auto* x = static_cast<FakeXen*>(ctx);
+                          x->slept_us += us;
+                          x->now += uint64_t{us} * 1000;
+                      },
+                      this};
+    }
+};
+
+TEST(KmodCore, RangeChecksRefuseBackwardsAndOversizedRanges) {
+    EXPECT_EQ(bp_core_check_range(0x2f8, 0x2ff), 0);
+    EXPECT_EQ(bp_core_check_range(0x2f8, 0x2f8), 0);
+    EXPECT_EQ(bp_core_check_range(0, 0xffff), 0);
+    EXPECT_EQ(bp_core_check_range(0x2ff, 0x2f8), -EINVAL);
+    EXPECT_EQ(bp_core_check_range(0xfff8, 0x10000), -EINVAL);
+}
+
+TEST(KmodCore, TrapPassesTheRangeWithZeroFlagsAndReturnsXensErrno) {
+    FakeXen xen;
+    bp_env e = xen.env();
+    xen.script = {0, -EPERM};
+    EXPECT_EQ(bp_core_trap(&e, XEN_BUSPROF_start_trap, 0x2f8, 0x2ff), 0);
+    EXPECT_EQ(bp_core_trap(&e, XEN_BUSPROF_stop_trap, 0x3f8, 0x3ff), -EPERM);
+    ASSERT_EQ(xen.calls.size(), 2u);
+    EXPECT_EQ(xen.calls[0].cmd, unsigned{XEN_BUSPROF_start_trap});
+    EXPECT_EQ(xen.calls[0].trap.first, 0x2f8);
+    EXPECT_EQ(xen.calls[0].trap.last, 0x2ff);
+    EXPECT_EQ(xen.calls[0].trap.flags, 0u);
+    EXPECT_EQ(xen.calls[1].cmd, unsigned{XEN_BUSPROF_stop_trap});
+}
+
+TEST(KmodCore, BadRangeNeverReachesTheHypervisor) {
+    FakeXen xen;
+    bp_env e = xen.env();
+    EXPECT_EQ(bp_core_trap(&e, XEN_BUSPROF_start_trap, 0x300, 0x2ff), -EINVAL);
+    bp_record r{};
+    EXPECT_EQ(bp_core_extract(&e, 0x2f8, 0x10000, &r, 1, nullptr), -EINVAL);
+    EXPECT_EQ(bp_core_extract(&e, 0x2f8, 0x2ff, nullptr, 1, nullptr), -EINVAL);
+    EXPECT_TRUE(xen.calls.empty());
+}
+
+TEST(KmodCore, VersionCheckWantsTheSameMajorAndNoNewerMinor) {
+    EXPECT_EQ(bp_core_version_check(0x00010001, 0x00010001), 0);
+    EXPECT_EQ(bp_core_version_check(0x00010001, 0x00010000), 0);
+    EXPECT_EQ(bp_core_version_check(0x00010000, 0x00010001), -EPROTONOSUPPORT);
+    EXPECT_EQ(bp_core_version_check(0x00020000, 0x00010000), -EPROTONOSUPPORT);
+    EXPECT_EQ(bp_core_version_check(0x00010001, 0x00020001), -EPROTONOSUPPORT);
+    // what bp_check_version() asks busprof.ko built from this tree
+    EXPECT_EQ(bp_core_version_check(XEN_BUSPROF_INTERFACE_VERSION, BP_INTERFACE_VERSION), 0);
+}
+
+TEST(KmodCore, PauseAsksAgainWhileTheControlRingIsFull) {
+    FakeXen xen;
+    bp_env e = xen.env();
+    xen.script = {-EAGAIN, -EAGAIN, -EAGAIN};
+    EXPECT_EQ(bp_core_pause(&e, XEN_BUSPROF_pause), 0);
+    EXPECT_EQ(xen.calls.size(), 4u);
+    EXPECT_GT(xen.slept_us, 0u);
+}
+
+TEST(KmodCore, PauseGivesUpAfterASecondWithEtimedout) {
+    FakeXen xen;
+    bp_env e = xen.env();
+    xen.script.assign(100000, -EAGAIN);
+    EXPECT_EQ(bp_core_pause(&e, XEN_BUSPROF_resume), -ETIMEDOUT);
+    EXPECT_GE(xen.now, BP_PAUSE_DEADLINE_NS);
+    EXPECT_LT(xen.now, BP_PAUSE_DEADLINE_NS + 1000000);
+}
+
+TEST(KmodCore, PauseReturnsOtherErrorsAtOnce) {
+    FakeXen xen;
+    bp_env e = xen.env();
+    xen.script = {-ENXIO};
+    EXPECT_EQ(bp_core_pause(&e, XEN_BUSPROF_pause), -ENXIO);
+    EXPECT_EQ(xen.calls.size(), 1u);
+}
+
+TEST(KmodCore, ExtractRepeatsTheIdenticalCallUntilTheProfilerAnswers) {
+    FakeXen xen;
+    bp_env e = xen.env();
+    xen.total = 3;
+    xen.script = {-EAGAIN, -EBUSY, -EAGAIN};
+    bp_record r[4] = {};
+    size_t needed = 0;
+    EXPECT_EQ(bp_core_extract(&e, 0x2f8, 0x2ff, r, 4, &needed), 3);
+    EXPECT_EQ(needed, 3u);
+    EXPECT_EQ(r[2].id, 3u);
+    ASSERT_EQ(xen.calls.size(), 4u);
+    for (const auto& c : xen.calls) {
+        EXPECT_EQ(c.extract.first, 0x2f8);
+        EXPECT_EQ(c.extract.last, 0x2ff);
+        EXPECT_EQ(c.extract.nr, 4u);
+        EXPECT_EQ(c.extract.offset, 0u);
+        EXPECT_EQ(c.extract.snapshot, 0u);
+    }
+}
+
+TEST(KmodCore, ExtractPagesThroughOneSnapshot) {
+    FakeXen xen;
+    bp_env e = xen.env();
+    xen.total = 2 * XEN_BUSPROF_EXTRACT_MAX + 5;
+    std::vector<bp_record> r(xen.total);
+    EXPECT_EQ(bp_core_extract(&e, 0x2f8, 0x2ff, r.data(), r.size(), nullptr),
+              static_cast<ssize_t>(xen.total));
+    ASSERT_EQ(xen.calls.size(), 3u);
+    EXPECT_EQ(xen.calls[0].extract.snapshot, 0u);
+    EXPECT_EQ(xen.calls[1].extract.offset, uint64_t{XEN_BUSPROF_EXTRACT_MAX});
+    EXPECT_EQ(xen.calls[1].extract.snapshot, xen.snapshot);
+    EXPECT_EQ(xen.calls[2].extract.offset, uint64_t{2 * XEN_BUSPROF_EXTRACT_MAX});
+    EXPECT_EQ(xen.calls[2].extract.nr, r.size() - 2 * XEN_BUSPROF_EXTRACT_MAX);
+    for (size_t i = 0; i < r.size(); i++)
+        ASSERT_EQ(r[i].id, i + 1);
+}
+
+TEST(KmodCore, ExtractSaysHowManyWhenTheBufferIsTooSmall) {
+    FakeXen xen;
+    bp_env e = xen.env();
+    xen.total = 300;
+    bp_record r{};
+    size_t needed = 0;
+    EXPECT_EQ(bp_core_extract(&e, 0x2f8, 0x2ff, &r, 1, &needed), -ENOBUFS);
+    EXPECT_EQ(needed, 300u);
+    EXPECT_EQ(bp_core_extract(&e, 0x2f8, 0x2ff, nullptr, 0, &needed), -ENOBUFS);
+    xen.total = 0;
+    needed = 99;
+    EXPECT_EQ(bp_core_extract(&e, 0x2f8, 0x2ff, nullptr, 0, &needed), 0);
+    EXPECT_EQ(needed, 0u);
+}
+
+TEST(KmodCore, ExtractTimesOutAfterThirtySeconds) {
+    FakeXen xen;
+    bp_env e = xen.env();
+    xen.script.assign(1000000, -EAGAIN);
+    bp_record r{};
+    EXPECT_EQ(bp_core_extract(&e, 0x2f8, 0x2ff, &r, 1, nullptr), -ETIMEDOUT);
+    EXPECT_GT(xen.now, BP_EXTRACT_DEADLINE_NS);
+    EXPECT_LT(xen.now, BP_EXTRACT_DEADLINE_NS + 2000000);
+}
+
+TEST(KmodCore, ExtractPassesOtherErrorsThrough) {
+    FakeXen xen;
+    bp_env e = xen.env();
+    xen.script = {-EOPNOTSUPP};
+    bp_record r{};
+    EXPECT_EQ(bp_core_extract(&e, 0x2f8, 0x2ff, &r, 1, nullptr), -EOPNOTSUPP);
+}
+
+// The example module's accesses: out v, in v (scratch), in (line status).
+struct Records {
+    std::vector<kex_access> want;
+    std::vector<bp_record> recs;
+    static constexpr uint64_t lo = 0xffffffffc0a00000, hi = 0xffffffffc0a02000;
+
+    explicit Records(unsigned int rounds) {
+        uint64_t t = 1000;
+        for (unsigned int i = 0; i < rounds; i++) {
+            uint8_t v = static_cast<uint8_t>(i * 37 + 11);
+            add(0x2ff, BP_DIR_OUT, 1, v, t);
+            add(0x2ff, BP_DIR_IN, 1, v, t);
+            add(0x2fd, BP_DIR_IN, 0, 0x60, t);
+        }
+    }
+    void add(uint16_t port, uint8_t dir, uint8_t check, uint32_t value, uint64_t& t) {
+        want.push_back(kex_access{port, dir, check, value});
+        bp_record r{};
+        r.id = recs.size() + 10;
+        r.rip = lo + 0x40 + recs.size() % 3;
+        r.t_trap_ns = t;
+        r.t_bus_begin_ns = t + 10;
+        r.t_bus_end_ns = t + 20;
+        r.t_resume_ns = t + 30;
+        t += 100;
+        r.value = value;
+        r.port = port;
+        r.size = 1;
+        r.dir = dir;
+        recs.push_back(r);
+    }
+    int check(kex_result* res) const {
+        return kex_check_records(recs.data(), recs.size(), want.data(), want.size(), lo, hi, res);
+    }
+};
+
+TEST(KexampleCheck, TheAccessesMadePass) {
+    Records r(100);
+    kex_result res;
+    ASSERT_EQ(r.check(&res), 0) << res.why;
+    EXPECT_EQ(res.why, nullptr);
+    EXPECT_EQ(res.rip_min, Records::lo + 0x40);
+    EXPECT_EQ(res.rip_max, Records::lo + 0x42);
+    EXPECT_EQ(res.skewed, 0u);
+}
+
+TEST(KexampleCheck, AMissingOrExtraRecordFails) {
+    Records r(3);
+    kex_result res;
+    r.recs.pop_back();
+    EXPECT_EQ(r.check(&res), -EBADMSG);
+    EXPECT_STREQ(res.why, "another number of records than accesses made");
+    Records extra(3);
+    extra.recs.push_back(extra.recs.back());
+    EXPECT_EQ(extra.check(&res), -EBADMSG);
+}
+
+TEST(KexampleCheck, AWrongValuePortDirectionOrStatusFails) {
+    kex_result res;
+    Records value(3);
+    value.recs[4].value ^= 1; // the second read of the scratch register
+    EXPECT_EQ(value.check(&res), -EBADMSG);
+    EXPECT_EQ(res.bad, 4u);
+    EXPECT_STREQ(res.why, "another value than the driver wrote or read");
+    Records status_value(3);
+    status_value.recs[2].value = 0xff; // line status: any value will do
+    EXPECT_EQ(status_value.check(&res), 0);
+    Records port(3);
+    port.recs[1].port = 0x2fe;
+    EXPECT_EQ(port.check(&res), -EBADMSG);
+    Records dir(3);
+    dir.recs[0].dir = BP_DIR_IN;
+    EXPECT_EQ(dir.check(&res), -EBADMSG);
+    Records status(3);
+    status.recs[5].status = BP_STATUS_TIMEOUT;
+    EXPECT_EQ(status.check(&res), -EBADMSG);
+    EXPECT_EQ(res.bad, 5u);
+    Records size(3);
+    size.recs[0].size = 2;
+    EXPECT_EQ(size.check(&res), -EBADMSG);
+}
+
+TEST(KexampleCheck, ARipOutsideTheDriversTextFails) {
+    kex_result res;
+    Records below(2);
+    below.recs[3].rip = Records::lo - 1;
+    EXPECT_EQ(below.check(&res), -EBADMSG);
+    EXPECT_STREQ(res.why, "RIP outside the driver's text");
+    Records at_end(2);
+    at_end.recs[3].rip = Records::hi;
+    EXPECT_EQ(at_end.check(&res), -EBADMSG);
+}
+
+TEST(KexampleCheck, IdsMustIncrease) {
+    kex_result res;
+    Records r(2);
+    r.recs[2].id = r.recs[1].id;
+    EXPECT_EQ(r.check(&res), -EBADMSG);
+    EXPECT_STREQ(res.why, "ids not increasing");
+}
+
+TEST(KexampleCheck, StampsOutOfOrderMustBeFlaggedAndOnlyThen) {
+    kex_result res;
+    Records unflagged(2);
+    unflagged.recs[1].t_trap_ns = unflagged.recs[1].t_bus_begin_ns + 1;
+    EXPECT_EQ(unflagged.check(&res), -EBADMSG);
+    EXPECT_STREQ(res.why, "stamps out of order and not flagged clock-skewed");
+    Records flagged(2);
+    flagged.recs[1].t_trap_ns = flagged.recs[1].t_bus_begin_ns + 1;
+    flagged.recs[1].flags = BP_RECORD_CLOCK_SKEWED;
+    EXPECT_EQ(flagged.check(&res), 0);
+    EXPECT_EQ(res.skewed, 1u);
+    Records flagged_in_order(2);
+    flagged_in_order.recs[1].flags = BP_RECORD_CLOCK_SKEWED;
+    EXPECT_EQ(flagged_in_order.check(&res), -EBADMSG);
+    Records backwards_bus(2);
+    backwards_bus.recs[1].t_bus_end_ns = backwards_bus.recs[1].t_bus_begin_ns - 1;
+    backwards_bus.recs[1].flags = BP_RECORD_CLOCK_SKEWED;
+    EXPECT_EQ(backwards_bus.check(&res), -EBADMSG);
+}
+
+} // namespace
