@@ -111,7 +111,7 @@ fi
 (cd "$BUILD" && cpack -G DEB -B "$T/pkg" >/dev/null) || fail "cpack -G DEB"
 deb=$(ls "$T"/pkg/busprof_*.deb)
 deps=$(dpkg-deb -f "$deb" Depends)
-for d in libsqlite3-0 libxendevicemodel1 libdw1 libstdc++6; do
+for d in libsqlite3-0 libxendevicemodel1 libxencall1 libdw1 libstdc++6; do
     [[ $deps == *"$d"* ]] || fail "the package does not depend on $d: $deps"
 done
 files=$(dpkg-deb -c "$deb")
@@ -121,4 +121,19 @@ for f in ./usr/bin/busprof ./usr/lib/systemd/system/busprof@.service \
 done
 dpkg -x "$deb" "$T/x"
 "$T/x/usr/bin/busprof" --version >/dev/null || fail "the packaged busprof does not run"
+# Every library the packaged programs need is named in Depends.
+for f in "$T"/x/usr/bin/*; do
+    file -L "$f" | grep -q 'dynamically linked' || continue
+    for so in $(objdump -p "$f" | awk '/NEEDED/ {print $2}'); do
+        case $so in libbusprof.so*|ld-linux*) continue ;; esac
+        path=$(ldconfig -p | awk -v s="$so" '$1 == s {print $NF; exit}')
+        [ -n "$path" ] || fail "$(basename "$f") needs $so, which this machine does not have"
+        # dpkg knows a file by the path its package shipped it at: /lib or
+        # /usr/lib (merged /usr), so ask for both.
+        real=$(realpath "$path")
+        pkg=$( (dpkg -S "$real" || dpkg -S "${real#/usr}") 2>/dev/null | head -n1 | cut -d: -f1 || true)
+        [ -n "$pkg" ] || continue
+        [[ $deps == *"$pkg"* ]] || fail "$(basename "$f") needs $so of $pkg, which Depends lacks"
+    done
+done
 ok "$(basename "$deb"): Depends: $deps"

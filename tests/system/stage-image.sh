@@ -38,7 +38,13 @@ gcc -O2 -Wall -Wextra -o "$BIN/ioport-map" "$SYS_DIR/dom0/ioport-map.c" -lxenctr
 # The project's programs: BUSPROF_BIN_DIR is one directory or a colon-separated list
 # (e.g. build/dom0-tool:build/guest-lib); each program is taken from the first
 # directory that has it.
-DOM0_PROGS=(busprof ${BUSPROF_DOM0_PROGRAMS:-})
+# BUSPROF_DEB: busprof's Debian package, installed into dom0's rootfs; then
+# busprof is the package's /usr/bin/busprof, not a copy in /busprof/bin.
+if [ -n "${BUSPROF_DEB:-}" ]; then
+    DOM0_PROGS=(${BUSPROF_DOM0_PROGRAMS:-})
+else
+    DOM0_PROGS=(busprof ${BUSPROF_DOM0_PROGRAMS:-})
+fi
 GUEST_PROGS=(busprof-example-driver ${BUSPROF_GUEST_PROGRAMS:-})
 declare -A FOUND=()
 if [ -n "${BUSPROF_BIN_DIR:-}" ]; then
@@ -110,6 +116,15 @@ install -m 755 "$BIN/porttest" "$BIN/ioport-map" "$B/bin/"
 for p in "${!FOUND[@]}"; do
     install -m 755 "${FOUND[$p]}" "$B/bin/$p"
 done
+if [ -n "${BUSPROF_DEB:-}" ]; then
+    # dpkg refuses it if dom0's own packages do not satisfy its Depends.
+    dpkg --root="$T" --log=/dev/null -i "$BUSPROF_DEB" >&2 ||
+        die "the busprof package does not install in dom0's root filesystem"
+    out=$(chroot "$T" /usr/bin/ldd /usr/bin/busprof 2>&1) && ! grep -q 'not found' <<<"$out" ||
+        die "the packaged /usr/bin/busprof lacks libraries in dom0: $out"
+    basename "$BUSPROF_DEB" > "$B/PACKAGE"
+    log "installed $(basename "$BUSPROF_DEB") in dom0's rootfs"
+fi
 cp "$OUT_DIR/kernel/vmlinuz" "$B/guest/vmlinuz"
 cp "$OUT_DIR/domU.cpio.gz" "$B/guest/domU.cpio.gz"
 echo "$KVER" > "$B/KVER"

@@ -38,6 +38,15 @@ if grep -qw 'busprof.kmod=1' /proc/cmdline; then
 fi
 mkdir -p /run/busprof
 rc=0
+# busprof from its Debian package (stage-image.sh), found on PATH as a user's.
+if [ -f /busprof/PACKAGE ]; then
+    if [ "$(command -v busprof)" = /usr/bin/busprof ] && dpkg -s busprof >/dev/null 2>&1; then
+        bp_t "busprof from the package $(cat /busprof/PACKAGE): $(busprof --version)"
+    else
+        bp_t "FAIL: busprof is $(command -v busprof), not the installed package's /usr/bin/busprof"
+        rc=1
+    fi
+fi
 
 # plain_phase NAME LOG: in the background while the guest runs.  When the
 # unmodified porttest has finished under dom0's trap, ends its session, starts

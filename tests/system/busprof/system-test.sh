@@ -90,13 +90,24 @@ mkdir -p "$OUT"
 rm -rf "$OUT/check.txt" "$OUT"/attempt-*
 bin=$OUT/bin
 rm -rf "$bin" && mkdir -p "$bin"
-dom0_busprof=$BUILD/dom0-tool/busprof
+# dom0 gets busprof the way a user would: the project's Debian package
+# (make package), installed into its root filesystem with dpkg, which checks
+# its dependencies against dom0's own packages.  --asan puts the sanitizer
+# build in /busprof/bin instead.
+unset BUSPROF_DEB
 if [ "$ASAN" = 1 ]; then
     dom0_busprof=$BUILD_ASAN/dom0-tool/busprof
     [ -x "$dom0_busprof" ] || { echo "no $dom0_busprof: run 'make asan' first" >&2; exit 1; }
     echo "dom0 busprof: AddressSanitizer+UBSan build $dom0_busprof"
+    cp "$dom0_busprof" "$bin/"
+else
+    rm -rf "$OUT/pkg"
+    (cd "$BUILD" && cpack -G DEB -B "$OUT/pkg" >/dev/null) || { echo "cpack -G DEB failed" >&2; exit 1; }
+    BUSPROF_DEB=$(ls "$OUT"/pkg/busprof_*.deb)
+    export BUSPROF_DEB
+    echo "dom0 busprof: the package $(basename "$BUSPROF_DEB")"
 fi
-cp "$dom0_busprof" "$BUILD/guest-lib/busprof-example-driver" \
+cp "$BUILD/guest-lib/busprof-example-driver" \
    "$BUILD/guest-lib/busprof-trap-probe" "$HERE/busprof-guest.sh" "$HERE/busprof-guest-pv.sh" "$bin/"
 
 boot() {
