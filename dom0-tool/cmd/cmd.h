@@ -38,6 +38,8 @@ void setup_report(CLI::App& app, Globals& g, Runner& run);
 class Symbols;
 void add_symbols_option(CLI::App* c, std::vector<std::string>& specs);
 Symbols load_symbols(const std::vector<std::string>& specs);
+// busprof symbolize's table: per domain and RIP (session/domid < 0: all).
+std::string symbolize_sql(int64_t session, int domid);
 
 // The per-port latency table of stats (and demo): whether its percentiles
 // come from every row (asked, an older trace, summaries behind the rows,

@@ -3,6 +3,8 @@
 // from every row.
 #include "cmd.h"
 #include "db.h"
+#include "error.h"
+#include "symbols.h"
 #include "table.h"
 
 #include <iostream>
@@ -56,16 +58,35 @@ void setup_stats(CLI::App& app, Globals& g, Runner& run) {
     auto format = std::make_shared<std::string>("table");
     auto domid = std::make_shared<int>(-1);
     auto exact = std::make_shared<bool>(false);
+    auto by = std::make_shared<std::string>("port");
+    auto specs = std::make_shared<std::vector<std::string>>();
     c->add_option("--db", g.db, "trace DB file");
+    c->add_option("--by", *by,
+                  "port (per port and direction) or rip (per instruction, as symbolize)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"port", "rip"}));
+    add_symbols_option(c, *specs);
     c->add_option("--domid", *domid, "only this domain")->check(integer_in(0, 0x7fef));
     c->add_option("--format", *format, "table, csv or json")
         ->check(CLI::IsMember({"table", "csv", "json"}));
     c->add_flag("--exact", *exact,
                 "percentiles from every row, not from the summaries (within 1/256); slow on"
                 " big traces");
-    c->callback([&g, &run, format, domid, exact] {
-        run = [&g, format, domid, exact] {
+    c->callback([&g, &run, format, domid, exact, by, specs] {
+        if (!specs->empty() && *by != "rip")
+            throw UserError("--symbols names instructions", "use it with --by rip");
+        run = [&g, format, domid, exact, by, specs] {
+            Symbols syms = load_symbols(*specs);
             Db db = Db::open(g.db, false);
+            if (*by == "rip") {
+                // Per instruction: from every row, the symbol where --symbols knows it.
+                syms.register_sql(db.get());
+                if (!print_query(db.get(), symbolize_sql(-1, *domid), parse_format(*format),
+                                 std::cout))
+                    std::cerr << "busprof: no transaction with an instruction address in " << g.db
+                              << "\n";
+                return EXIT_SUCCESS;
+            }
             std::string why;
             bool from_rows = latency_exact(db, *domid, *exact, &why);
             if (!why.empty())
