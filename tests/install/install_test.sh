@@ -12,6 +12,9 @@
 #    and whose busprof runs.
 # usage: install_test.sh BUILD_DIR
 set -euo pipefail
+# ldconfig and friends live in sbin, which a test runner's PATH may lack.
+export PATH=$PATH:/usr/sbin:/sbin
+trap 'echo "install_test: FAIL: line $LINENO: $BASH_COMMAND" >&2' ERR
 BUILD=$(cd "$1" && pwd)
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 T=$(mktemp -d /tmp/busprof-install.XXXXXX)
@@ -31,13 +34,16 @@ for f in bin/busprof bin/busprof-simxen bin/busprof-example-driver include/buspr
 done
 ok "every file in place"
 
-"$R/bin/busprof" --version | grep -qx 'busprof [0-9.]* (hypervisor interface [0-9]*\.[0-9]*)' ||
-    fail "busprof --version: $("$R/bin/busprof" --version)"
+version=$("$R/bin/busprof" --version)
+grep -qx 'busprof [0-9.]* (hypervisor interface [0-9]*\.[0-9]*)' <<< "$version" ||
+    fail "busprof --version: $version"
 ok "busprof --version: $("$R/bin/busprof" --version)"
 
 # A sanitizer build's library needs the sanitizer runtimes in what links it.
 san=
-if nm -D "$R/lib/libbusprof.so" | grep -q ' U __asan_'; then
+# (the symbols read whole first: grep -q would close the pipe on nm under pipefail)
+syms=$(nm -D "$R/lib/libbusprof.so")
+if grep -q ' U __asan_' <<< "$syms"; then
     san="-fsanitize=address,undefined"
 fi
 
@@ -73,7 +79,7 @@ for m in man1/busprof.1 man1/busprof-simxen.1 man3/libbusprof.3 man5/busprof-sch
     w=$(groff -k -t -man -Tutf8 -rcR=1 -ww -z "$R/share/man/$m" 2>&1 |
         grep -v "cannot adjust line\|can't break line" || true)
     [ -z "$w" ] || fail "$m: $w"
-    name=$(MANWIDTH=200 man -l "$R/share/man/$m" 2>/dev/null | sed -n '/^NAME/{n;p;q}')
+    name=$(MANWIDTH=200 man -l "$R/share/man/$m" 2>/dev/null | sed -n '/^NAME/{n;p}')
     [ -n "$name" ] || fail "$m has no NAME"
     echo "install_test:   $m:$name"
 done
@@ -126,7 +132,7 @@ for f in "$T"/x/usr/bin/*; do
     file -L "$f" | grep -q 'dynamically linked' || continue
     for so in $(objdump -p "$f" | awk '/NEEDED/ {print $2}'); do
         case $so in libbusprof.so*|ld-linux*) continue ;; esac
-        path=$(ldconfig -p | awk -v s="$so" '$1 == s {print $NF; exit}')
+        path=$(ldconfig -p | awk -v s="$so" '$1 == s && !p {print $NF; p = 1}')
         [ -n "$path" ] || fail "$(basename "$f") needs $so, which this machine does not have"
         # dpkg knows a file by the path its package shipped it at: /lib or
         # /usr/lib (merged /usr), so ask for both.
