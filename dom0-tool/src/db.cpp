@@ -407,7 +407,11 @@ Writer::Writer(const std::string& path, size_t queue_capacity, size_t note_capac
     : path_(path), db_(Db::open(path, true)), queue_(queue_capacity), note_capacity_(note_capacity),
       nice_(nice), pending_(std::make_unique<Summaries>()) {
     abort_orphans();
-    thread_ = std::thread([this] { run(); });
+    thread_ = std::thread([this] {
+        run();
+        // A thread id is reused once the thread is gone: never renice it then.
+        writer_tid_.store(0, std::memory_order_release);
+    });
 }
 
 Writer::~Writer() {

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -190,8 +191,13 @@ TEST_F(SummaryTest, ARolledBackCommitCountsItsRowsOnceWhenRetried) {
     uint64_t t = 1000;
     for (int i = 0; i < 5000; i++)
         ASSERT_TRUE(w.push(generated(rng, s, t)));
-    EXPECT_FALSE(w.flush(500));
+    // Wait for the writer's first try to fail (the writer runs nice: on a
+    // busy machine that may take longer than any fixed wait), then it must
+    // still be failing.
+    for (int i = 0; i < 400 && w.last_error().find("refused by the test") == std::string::npos; i++)
+        std::this_thread::sleep_for(std::chrono::milliseconds(25));
     EXPECT_NE(w.last_error().find("refused by the test"), std::string::npos) << w.last_error();
+    EXPECT_FALSE(w.flush(100));
     exec("UPDATE fail SET on_ = 0");
     sqlite3_close(other);
     ASSERT_TRUE(w.flush());
