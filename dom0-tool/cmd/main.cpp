@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
     setup_symbolize(app, g, run);
     setup_top(app, g, run);
     setup_report(app, g, run);
+    setup_export(app, g, run);
 
     try {
         app.parse(argc, argv);
