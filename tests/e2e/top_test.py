@@ -90,6 +90,8 @@ def live_view_follows_the_daemon_and_its_keys(rig):
         until(lambda: os.path.exists(t.rc_file), 10, "top's exit")
         with open(t.rc_file) as f:
             assert f.read().strip() == "TOP-EXIT 0"
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n--- the terminal:\n{t.pane()}\n--- status: {status(rig)}") from e
     finally:
         t.close()
     out, err = g.communicate(timeout=300)
