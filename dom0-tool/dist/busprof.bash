@@ -10,6 +10,7 @@ _busprof() {
         --db|--output|-o|--symbols) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --socket|--sim-socket) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --format) COMPREPLY=($(compgen -W "table csv json" -- "$cur")); return ;;
+        --by) COMPREPLY=($(compgen -W "port vcpu task rip" -- "$cur")); return ;;
         --backend) COMPREPLY=($(compgen -W "sim xen" -- "$cur")); return ;;
         --bus) COMPREPLY=($(compgen -W "sim port" -- "$cur")); return ;;
     esac

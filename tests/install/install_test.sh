@@ -94,6 +94,7 @@ comp() {
 [ "$(comp 'busprof top --i' 2)" = "--interval --iterations" ] ||
     fail "completion of 'busprof top --i': $(comp 'busprof top --i' 2)"
 [ "$(comp 'busprof query --format j' 3)" = "json" ] || fail "completion of --format"
+[ "$(comp 'busprof stats --by t' 3)" = "task" ] || fail "completion of --by"
 ok "bash completion"
 
 # The systemd unit: no complaint from systemd-analyze (the units it needs
