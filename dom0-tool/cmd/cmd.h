@@ -36,6 +36,7 @@ void setup_symbolize(CLI::App& app, Globals& g, Runner& run);
 void setup_top(CLI::App& app, Globals& g, Runner& run);
 void setup_report(CLI::App& app, Globals& g, Runner& run);
 void setup_export(CLI::App& app, Globals& g, Runner& run);
+void setup_diff(CLI::App& app, Globals& g, Runner& run);
 
 // --symbols FILE[@ADDR] (symbolize.cpp), for the commands that name RIPs.
 class Symbols;

@@ -95,6 +95,7 @@ comp() {
     fail "completion of 'busprof top --i': $(comp 'busprof top --i' 2)"
 [ "$(comp 'busprof query --format j' 3)" = "json" ] || fail "completion of --format"
 [ "$(comp 'busprof stats --by t' 3)" = "task" ] || fail "completion of --by"
+[ "$(comp 'busprof di' 1)" = "diff" ] || fail "completion of 'busprof di': $(comp 'busprof di' 1)"
 ok "bash completion"
 
 # The systemd unit: no complaint from systemd-analyze (the units it needs
