@@ -91,14 +91,17 @@ Side load(const Spec& spec) {
     return side;
 }
 
-// d: p50_change_ns ... flag of one metric of one port and direction.
-void compare(const std::vector<int64_t>& a, const std::vector<int64_t>& b, Stmt& ins) {
+// d: a_count ... flag of one metric of one port and direction; in_a,
+// in_b: whether each side accessed it at all (a side may have accessed it
+// and have no overhead: every row's clocks disagreed).
+void compare(const std::vector<int64_t>& a, const std::vector<int64_t>& b, bool in_a, bool in_b,
+             Stmt& ins) {
     ins.bind(4, static_cast<int64_t>(a.size())).bind(5, static_cast<int64_t>(b.size()));
     for (int i = 6; i <= 15; i++)
         ins.bind_null(i);
     if (a.empty() || b.empty()) {
-        if (!a.empty() || !b.empty())
-            ins.bind(15, std::string(a.empty() ? "only_b" : "only_a"));
+        if (!in_a || !in_b)
+            ins.bind(15, std::string(in_a ? "only_a" : "only_b"));
         const auto& one = a.empty() ? b : a;
         if (!one.empty()) {
             int at = a.empty() ? 7 : 6; // its p50 and p99 columns
@@ -151,7 +154,7 @@ size_t print_diff(const Side& a, const Side& b, Format f, std::ostream& out) {
         const auto& vb = ib == b.values.end() ? kNone : ib->second;
         for (int m = 0; m < 2; m++) {
             ins.bind(1, k.first).bind(2, k.second).bind(3, std::string(m ? "overhead" : "bus"));
-            compare(va[m], vb[m], ins);
+            compare(va[m], vb[m], ia != a.values.end(), ib != b.values.end(), ins);
             ins.step();
             ins.reset();
         }

@@ -5,8 +5,10 @@
 A.db holds two sessions drawn from one set of distributions; B.db an old
 session and a last one in which port 0x300 'in' is clearly slower on the bus,
 port 0x71 'in' faster, port 0x3f8 'out' unchanged (a third of its rows with
-clocks that disagree and absurd overheads, which must be left out), port 0x70
-'out' new, and port 0x80 'out' changed but with too few rows to test.  Checks,
+clocks that disagree and overheads far off, which must be left out), port 0x72
+'out' accessed on both sides but with every row of B's clocks disagreeing (no
+overhead in B, yet not "only in A"), port 0x70 'out' new, and port 0x80 'out'
+changed but with too few rows to test.  Checks,
 in table, CSV and JSON: only the slower and the faster bus time are flagged
 (and the new port as only_b), counts, nearest-rank p50/p99, changes and
 ratios as worked out here, the p-values of an independent Mann-Whitney U
@@ -38,7 +40,8 @@ def check(cond, what):
 
 # (port, dir) -> (rows, bus mean, overhead mean) per kind of session
 BASE = {(0x300, 'in'): (200, 2000, 8000), (0x3f8, 'out'): (200, 500, 6000),
-        (0x71, 'in'): (150, 1000, 7000), (0x80, 'out'): (5, 300, 5000)}
+        (0x71, 'in'): (150, 1000, 7000), (0x80, 'out'): (5, 300, 5000),
+        (0x72, 'out'): (40, 600, 5000)}  # in B every row's clocks disagree
 SLOWER = dict(BASE)
 SLOWER[(0x300, 'in')] = (120, 3000, 8000)   # bus +50 %, overhead the same
 SLOWER[(0x71, 'in')] = (150, 700, 7000)     # bus -30 %
@@ -46,12 +49,12 @@ SLOWER[(0x80, 'out')] = (5, 900, 5000)      # tripled, but 5 rows: no test
 SLOWER[(0x70, 'out')] = (30, 400, 5000)     # only in B
 
 
-def generate(rng, kinds, skew_port=None):
+def generate(rng, kinds, skew_port=None, all_skewed_port=None):
     """Rows (port, dir, bus, overhead, skewed) drawn around the kind's means."""
     rows = []
     for (port, d), (n, bus, ovh) in kinds.items():
         for _ in range(n):
-            skewed = port == skew_port and rng.random() < 0.33
+            skewed = (port == skew_port and rng.random() < 0.33) or port == all_skewed_port
             rows.append((port, d, max(1, int(rng.gauss(bus, bus * 0.05))),
                          -50000 if skewed else max(1, int(rng.gauss(ovh, ovh * 0.05))), skewed))
     rng.shuffle(rows)
@@ -143,7 +146,7 @@ def expected(a, b):
                 r['flag'] = ('' if r['p_value'] is None or r['p_value'] >= 0.01 or moved <= 0.05
                              else 'slower' if int(r['b_p50_ns']) > int(r['a_p50_ns']) else 'faster')
             else:
-                r['flag'] = 'only_b' if vb else 'only_a' if va else ''
+                r['flag'] = 'only_b' if key not in a else 'only_a' if key not in b else ''
             rows.append(r)
     return rows
 
@@ -182,13 +185,16 @@ def main():
     rng = random.Random(2024)
     a1, a2 = generate(rng, BASE), generate(rng, BASE)
     b1 = generate(rng, {k: (n, bus / 3, ovh) for k, (n, bus, ovh) in BASE.items()})
-    b2 = generate(rng, SLOWER, skew_port=0x3f8)
+    b2 = generate(rng, SLOWER, skew_port=0x3f8, all_skewed_port=0x72)
     with tempfile.TemporaryDirectory(prefix='busprof-diff.') as tmp:
         da, db = os.path.join(tmp, 'A.db'), os.path.join(tmp, 'B.db')
         build_db(da, schema, [(1, a1), (2, a2)])
         build_db(db, schema, [(1, b1), (2, b2)])
         want = expected(values(a2), values(b2))
         flagged = {(r['port'], r['dir'], r['metric']): r['flag'] for r in want if r['flag']}
+        skewed = [r for r in want if r['port'] == '0x0072' and r['metric'] == 'overhead']
+        check(skewed and skewed[0]['b_count'] == '0' and skewed[0]['a_count'] == '40',
+              f'the generated data of 0x72: {skewed}')
         # What the generated data must show, or the test tests nothing.
         check(flagged == {('0x0300', 'in', 'bus'): 'slower', ('0x0071', 'in', 'bus'): 'faster',
                           ('0x0070', 'out', 'bus'): 'only_b',
@@ -224,7 +230,7 @@ def main():
         p = diff(busprof, '--db', da + ':1', '--db', da + ':2', '--format', 'csv')
         same = list(csv.DictReader(io.StringIO(p.stdout)))
         compare(same, expected(values(a1), values(a2)), 'A:1 against A:2')
-        check(len(same) == 8 and not any(r['flag'] for r in same), f'A:1/A:2 flags: {same}')
+        check(len(same) == 10 and not any(r['flag'] for r in same), f'A:1/A:2 flags: {same}')
 
         # The old session of B, named: everything three times faster.
         p = diff(busprof, '--db', da, '--db', db + ':1', '--format', 'csv')
