@@ -378,6 +378,7 @@ def render(intro, rels, source_name):
             "[queries/](queries/README.md).", ""]
     for rel in rels:
         out.append(f"- [`{rel.name}`](#{rel.name.lower()}) ({rel.kind})")
+    out.append("- [CSV export](#csv-export): the columns of `busprof export --format csv`")
     out.append("")
     for rel in rels:
         out += [f"## {rel.name}", ""]
@@ -408,7 +409,51 @@ def render(intro, rels, source_name):
                 out.append(f"{'Unique index' if unique else 'Index'} `{name}` "
                            f"on ({', '.join(cols)}).")
             out.append("")
+    out += csv_section(rels)
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+# Tables busprof export --format csv writes (dom0-tool/cmd/export.cpp):
+# every table but meta.
+CSV_SKIP = {"meta"}
+UNIT = re.compile(r"\((ns|count|bytes)\)")
+
+
+def csv_section(rels):
+    """The column schema of busprof export --format csv, per table."""
+    out = ["## CSV export", "",
+           "`busprof export --format csv --table TABLE` writes one of the tables below "
+           "as CSV, for engines that combine many hosts' traces (see "
+           "[fleet.md](fleet.md)):", "",
+           "- a header line of column names, then one line per row, ordered by the "
+           "table's primary key; `--session N` keeps the rows of session N;",
+           "- `host` first when `--host NAME` is given: text, NAME in every row, so "
+           "that the files of many hosts can be concatenated; a row is then named "
+           "by `host` and its `id` (or its primary key);",
+           "- then the columns of this schema in this order, whatever schema version "
+           "wrote the trace: a column an older trace lacks is empty in every row, a "
+           "table it lacks gives the header alone;",
+           "- RFC 4180 quoting: a field holding a comma, a double quote or a line "
+           "break is written in double quotes, its double quotes doubled; lines end "
+           "with LF;",
+           "- integer: decimal digits with an optional minus sign, the stored 64-bit "
+           "value exactly; text: as stored (UTF-8);",
+           "- an empty field is NULL, `\"\"` an empty text (column Empty: `never` for a "
+           "column that is never NULL).", ""]
+    for rel in rels:
+        if rel.kind != "table" or rel.name in CSV_SKIP:
+            continue
+        out += [f"### CSV of {rel.name}", "",
+                "| Column | CSV type | Unit | Empty | Meaning |", "|---|---|---|---|---|"]
+        for c in rel.columns:
+            cons = constraints_of(c).upper()
+            kind = "integer" if c.type.upper() == "INTEGER" else "text"
+            unit = UNIT.search(c.comment)
+            never = "NOT NULL" in cons or "PRIMARY KEY" in cons
+            out.append(f"| `{c.name}` | {kind} | {unit.group(1) if unit else ''} | "
+                       f"{'never' if never else 'NULL'} | {cell(c.comment)} |")
+        out.append("")
+    return out
 
 
 def display_name(path):

@@ -2,6 +2,8 @@
 // One subcommand, one file: each registers itself on the CLI11 app.
 #pragma once
 
+#include "latency.h"
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdint>
@@ -34,20 +36,14 @@ void setup_symbolize(CLI::App& app, Globals& g, Runner& run);
 void setup_top(CLI::App& app, Globals& g, Runner& run);
 void setup_report(CLI::App& app, Globals& g, Runner& run);
 void setup_export(CLI::App& app, Globals& g, Runner& run);
+void setup_diff(CLI::App& app, Globals& g, Runner& run);
 
 // --symbols FILE[@ADDR] (symbolize.cpp), for the commands that name RIPs.
 class Symbols;
 void add_symbols_option(CLI::App* c, std::vector<std::string>& specs);
 Symbols load_symbols(const std::vector<std::string>& specs);
-// busprof symbolize's table: per domain and RIP (session/domid < 0: all).
-std::string symbolize_sql(int64_t session, int domid);
-
-// The per-port latency table of stats (and demo): whether its percentiles
-// come from every row (asked, an older trace, summaries behind the rows,
-// or a small selection; domid -1: all domains; why, if given: the reason
-// a big selection is read row by row), and its SQL.
-bool latency_exact(Db& db, int domid, bool asked, std::string* why = nullptr);
-std::string latency_sql(int domid, bool exact);
+// busprof symbolize's table: per domain and RIP, of the selected rows.
+std::string symbolize_sql(const Selection& sel);
 
 // Option checks (args.cpp).  A value they refuse is a CLI::ValidationError,
 // which main reports as busprof's own error.

@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// busprof export --format chrome-trace: a trace DB as Trace Event Format JSON,
-// which Perfetto UI and chrome://tracing open.
+// busprof export: a trace DB as Trace Event Format JSON, which Perfetto UI
+// and chrome://tracing open (--format chrome-trace), or one table of it as
+// CSV for engines that combine many hosts' traces (--format csv).
 #include "cmd.h"
 #include "db.h"
 #include "error.h"
+#include "schema_sql.h"
+#include "table.h"
 
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sqlite3.h>
 
 namespace busprof {
@@ -91,6 +95,85 @@ void write_chrome_trace(Db& db, int64_t session, std::ostream& out) {
     out << "\n]}\n";
 }
 
+// The tables --format csv writes: every one of the schema but meta, which
+// holds no rows of a session.
+const std::vector<std::string> kCsvTables = {"transactions", "sessions",       "markers",
+                                             "events",       "latency_totals", "latency_buckets"};
+
+struct Column {
+    std::string name;
+    int pk; // position in the primary key, 0: not in it
+};
+
+std::vector<Column> columns_of(Db& db, const std::string& table) {
+    std::vector<Column> cols;
+    Stmt s(db.get(), "SELECT name, pk FROM pragma_table_info(?) ORDER BY cid");
+    s.bind(1, table);
+    while (s.step())
+        cols.push_back({reinterpret_cast<const char*>(sqlite3_column_text(s.get(), 0)),
+                        sqlite3_column_int(s.get(), 1)});
+    return cols;
+}
+
+// One table as CSV: the columns of this busprof's schema in its order, so
+// that every host's file has the same header whatever schema version wrote
+// its trace (a column the file lacks is empty); host, if given, first.
+// RFC 4180 quoting; NULL is an empty field, an empty text "".  Streams the
+// rows: a table may not fit in memory.
+void write_csv(Db& db, const std::string& table, int64_t session, const std::string& host,
+               std::ostream& out) {
+    Db schema = Db::memory();
+    schema.exec(kSchemaSql);
+    std::vector<Column> cols = columns_of(schema, table);
+    std::set<std::string> present;
+    for (auto& c : columns_of(db, table))
+        present.insert(c.name);
+    std::vector<std::string> pk(cols.size());
+    std::string select, order;
+    for (auto& c : cols) {
+        select +=
+            (select.empty() ? "" : ", ") + (present.count(c.name) ? "\"" + c.name + "\"" : "NULL");
+        if (c.pk)
+            pk[static_cast<size_t>(c.pk - 1)] = "\"" + c.name + "\"";
+    }
+    for (auto& p : pk)
+        if (!p.empty())
+            order += (order.empty() ? " ORDER BY " : ", ") + p;
+    bool host_col = !host.empty();
+    if (host_col)
+        out << "host,";
+    for (size_t i = 0; i < cols.size(); i++)
+        out << (i ? "," : "") << cols[i].name;
+    out << "\n";
+    if (present.empty())
+        return; // a trace written before the table existed: no rows
+    std::string where;
+    if (session >= 0)
+        where = std::string(" WHERE ") + (table == "sessions" ? "id" : "session_id") + " = " +
+                std::to_string(session);
+    Stmt st(db.get(), "SELECT " + select + " FROM \"" + table + "\"" + where + order);
+    const std::string host_field = host_col ? csv_field(host) + "," : "";
+    int rc;
+    while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
+        out << host_field;
+        for (int i = 0; i < static_cast<int>(cols.size()); i++) {
+            if (i)
+                out << ",";
+            int type = sqlite3_column_type(st.get(), i);
+            if (type == SQLITE_NULL)
+                continue;
+            // Integers as SQLite prints them: exact to the last digit.
+            std::string v(reinterpret_cast<const char*>(sqlite3_column_text(st.get(), i)),
+                          static_cast<size_t>(sqlite3_column_bytes(st.get(), i)));
+            out << (type == SQLITE_TEXT && v.empty() ? "\"\"" : csv_field(v));
+        }
+        out << "\n";
+    }
+    if (rc != SQLITE_DONE)
+        throw UserError(std::string("export: ") + sqlite3_errmsg(db.get()),
+                        "check the trace DB with busprof sessions");
+}
+
 } // namespace
 
 void setup_export(CLI::App& app, Globals& g, Runner& run) {
@@ -98,28 +181,47 @@ void setup_export(CLI::App& app, Globals& g, Runner& run) {
     auto format = std::make_shared<std::string>();
     auto output = std::make_shared<std::string>("-");
     auto session = std::make_shared<int64_t>(-1);
+    auto table = std::make_shared<std::string>("transactions");
+    auto host = std::make_shared<std::string>();
     c->add_option("--db", g.db, "trace DB file");
-    c->add_option("--format", *format, "chrome-trace (Trace Event Format JSON)")
+    c->add_option("--format", *format,
+                  "chrome-trace (Trace Event Format JSON) or csv (one table, with a header)")
         ->required()
-        ->check(CLI::IsMember({"chrome-trace"}));
+        ->check(CLI::IsMember({"chrome-trace", "csv"}));
+    c->add_option("--table", *table, "csv: the table to write")
+        ->capture_default_str()
+        ->check(CLI::IsMember(kCsvTables));
+    c->add_option("--host", *host, "csv: a first column host with this value in every row")
+        ->check(non_empty("--host"));
     c->add_option("--session", *session, "only this session (default: all)")
         ->check(integer_in(1, INT64_MAX));
     c->add_option("-o,--output", *output, "output file, - for stdout")
         ->capture_default_str()
         ->check(non_empty("--output"));
     // format is captured to outlive setup: CLI11 writes into it while parsing.
-    c->callback([&g, &run, format, output, session] {
-        run = [&g, output, session] {
+    c->callback([c, &g, &run, format, output, session, table, host] {
+        bool csv = *format == "csv";
+        for (const char* opt : {"--table", "--host"})
+            if (!csv && c->count(opt))
+                throw UserError(std::string(opt) + " is for --format csv",
+                                "chrome-trace holds every table of one host");
+        run = [&g, csv, output, session, table, host] {
             Db db = Db::open(g.db, false);
+            auto write = [&](std::ostream& out) {
+                if (csv)
+                    write_csv(db, *table, *session, *host, out);
+                else
+                    write_chrome_trace(db, *session, out);
+            };
             if (*output == "-") {
-                write_chrome_trace(db, *session, std::cout);
+                write(std::cout);
                 return EXIT_SUCCESS;
             }
             std::ofstream f(*output, std::ios::trunc);
             if (!f)
                 throw UserError("cannot write " + *output,
                                 "check the directory exists and is writable");
-            write_chrome_trace(db, *session, f);
+            write(f);
             f.close();
             if (!f)
                 throw UserError("cannot write " + *output, "check the free space");

@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
     setup_top(app, g, run);
     setup_report(app, g, run);
     setup_export(app, g, run);
+    setup_diff(app, g, run);
 
     try {
         app.parse(argc, argv);

@@ -22,12 +22,8 @@ Symbols load_symbols(const std::vector<std::string>& specs) {
     return s;
 }
 
-std::string symbolize_sql(int64_t session, int domid) {
-    std::string where = "WHERE rip != 0";
-    if (session >= 0)
-        where += " AND session_id = " + std::to_string(session);
-    if (domid >= 0)
-        where += " AND domid = " + std::to_string(domid);
+std::string symbolize_sql(const Selection& sel) {
+    std::string where = "WHERE rip != 0" + sel.on_rows();
     return "SELECT domid, printf('0x%x', rip) AS rip, symbol(rip) AS symbol,"
            " source(rip) AS source, count(*) AS accesses,"
            " group_concat(DISTINCT printf('0x%04x', port)) AS ports,"
@@ -56,8 +52,8 @@ void setup_symbolize(CLI::App& app, Globals& g, Runner& run) {
             Symbols syms = load_symbols(*specs);
             Db db = Db::open(g.db, false);
             syms.register_sql(db.get());
-            if (!print_query(db.get(), symbolize_sql(*session, *domid), parse_format(*format),
-                             std::cout))
+            if (!print_query(db.get(), symbolize_sql(Selection{*session, *domid, -1, {}}),
+                             parse_format(*format), std::cout))
                 std::cerr << "busprof: no transaction with an instruction address in " << g.db
                           << "\n";
             return EXIT_SUCCESS;

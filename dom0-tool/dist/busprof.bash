@@ -9,7 +9,18 @@ _busprof() {
     case $prev in
         --db|--output|-o|--symbols) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --socket|--sim-socket) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-        --format) COMPREPLY=($(compgen -W "table csv json" -- "$cur")); return ;;
+        --format)
+            if [[ $sub == export ]]; then
+                COMPREPLY=($(compgen -W "chrome-trace csv" -- "$cur"))
+            else
+                COMPREPLY=($(compgen -W "table csv json" -- "$cur"))
+            fi
+            return ;;
+        --by) COMPREPLY=($(compgen -W "port vcpu task rip" -- "$cur")); return ;;
+        --table)
+            COMPREPLY=($(compgen -W "transactions sessions markers events latency_totals
+                latency_buckets" -- "$cur"))
+            return ;;
         --backend) COMPREPLY=($(compgen -W "sim xen" -- "$cur")); return ;;
         --bus) COMPREPLY=($(compgen -W "sim port" -- "$cur")); return ;;
     esac

@@ -130,6 +130,15 @@ Db Db::open(const std::string& path, bool writable) {
     return db;
 }
 
+Db Db::memory() {
+    sqlite3* raw = nullptr;
+    int rc = sqlite3_open_v2(":memory:", &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+    Db db(raw);
+    if (rc != SQLITE_OK)
+        throw std::runtime_error(std::string("in-memory database: ") + sqlite3_errstr(rc));
+    return db;
+}
+
 Db& Db::operator=(Db&& o) noexcept {
     if (this != &o) {
         sqlite3_close_v2(db_);

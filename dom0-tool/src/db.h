@@ -30,6 +30,8 @@ class Db {
     // Opens (creating if asked) and applies the schema when writable.
     // Throws UserError naming the path and what to do.
     static Db open(const std::string& path, bool writable);
+    // An empty database in memory, for busprof's own scratch tables.
+    static Db memory();
     Db(Db&& o) noexcept : db_(std::exchange(o.db_, nullptr)) {}
     Db& operator=(Db&& o) noexcept;
     Db(const Db&) = delete;

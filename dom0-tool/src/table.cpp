@@ -75,15 +75,6 @@ Cell read_cell(sqlite3_stmt* st, int i) {
     }
 }
 
-std::string csv_field(const std::string& v) {
-    if (v.find_first_of(",\"\r\n") == std::string::npos)
-        return v;
-    std::string o = "\"";
-    for (char c : v)
-        o += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return o + "\"";
-}
-
 // Length of the valid UTF-8 sequence at s[i], or 0 if it is not one
 // (overlong forms, surrogates and code points above U+10FFFF included).
 size_t utf8_length(std::string_view s, size_t i) {
@@ -297,6 +288,15 @@ std::string seconds_text(std::chrono::milliseconds ms) {
 }
 
 } // namespace
+
+std::string csv_field(const std::string& v) {
+    if (v.find_first_of(",\"\r\n") == std::string::npos)
+        return v;
+    std::string o = "\"";
+    for (char c : v)
+        o += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return o + "\"";
+}
 
 size_t print_query(sqlite3* db, const std::string& sql, Format f, std::ostream& out,
                    const QueryLimits& limits) {

@@ -25,6 +25,10 @@ struct QueryLimits {
 // double, BLOBs as hex, NULL as an empty field (csv, table) or null (json).
 // Returns the number of rows.  Throws UserError on an SQL error, on
 // what limits refuse and on a result too large to hold.
+// A CSV field as RFC 4180 quotes it: in double quotes, its own doubled,
+// when it holds a comma, a quote or a line break.
+std::string csv_field(const std::string& v);
+
 size_t print_query(sqlite3* db, const std::string& sql, Format f, std::ostream& out,
                    const QueryLimits& limits = {});
 

@@ -94,6 +94,12 @@ comp() {
 [ "$(comp 'busprof top --i' 2)" = "--interval --iterations" ] ||
     fail "completion of 'busprof top --i': $(comp 'busprof top --i' 2)"
 [ "$(comp 'busprof query --format j' 3)" = "json" ] || fail "completion of --format"
+[ "$(comp 'busprof export --format c' 3)" = "chrome-trace csv" ] ||
+    fail "completion of export --format: $(comp 'busprof export --format c' 3)"
+[ "$(comp 'busprof stats --by t' 3)" = "task" ] || fail "completion of --by"
+[ "$(comp 'busprof export --table latency_' 3)" = "latency_totals latency_buckets" ] ||
+    fail "completion of --table: $(comp 'busprof export --table latency_' 3)"
+[ "$(comp 'busprof di' 1)" = "diff" ] || fail "completion of 'busprof di': $(comp 'busprof di' 1)"
 ok "bash completion"
 
 # The systemd unit: no complaint from systemd-analyze (the units it needs

@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "latency.h"
+
+#include "db.h"
+
+namespace busprof {
+
+namespace {
+
+std::string ports_condition(const std::vector<PortRange>& ports) {
+    if (ports.empty())
+        return {};
+    std::string c = " AND (";
+    for (size_t i = 0; i < ports.size(); i++)
+        c += (i ? " OR " : "") + std::string("port BETWEEN ") + std::to_string(ports[i].first) +
+             " AND " + std::to_string(ports[i].last);
+    return c + ")";
+}
+
+// The columns that name a row of the table, as stored and as printed.
+struct Key {
+    std::string stored, shown, order; // order: of the stored values, not the shown text
+};
+
+Key key_of(Grouping by) {
+    switch (by) {
+    case Grouping::vcpu:
+        return {"domid, vcpu", "domid, vcpu", "r.domid, r.vcpu"};
+    case Grouping::task:
+        // Hex, as the schema shows a page-table base; NULL: no stamp.
+        return {"domid, task",
+                "domid, CASE WHEN task IS NULL THEN NULL ELSE printf('0x%x', task) END AS task",
+                "r.domid, r.task"};
+    case Grouping::port:
+        break;
+    }
+    return {"domid, port, dir", "domid, printf('0x%04x', port) AS port, dir",
+            "r.domid, r.port, r.dir"};
+}
+
+// The nearest-rank percentile pct of column v, ranked by column rank among
+// count n (as port_latency computes them).
+std::string pct(const char* v, const char* rank, const char* n, int pct) {
+    return std::string("MIN(CASE WHEN ") + rank + " >= (" + n + " * " + std::to_string(pct) +
+           " + 99) / 100 THEN " + v + " END)";
+}
+
+std::string exact_sql(const Selection& sel, Grouping by) {
+    Key k = key_of(by);
+    // Overhead and its parts only where both clocks agree and a bus access
+    // was made; the bus time exactly as port_latency takes it.
+    std::string part = "CASE WHEN clock_skewed = 0 AND t_bus_begin_ns IS NOT NULL"
+                       " AND t_bus_end_ns IS NOT NULL THEN ";
+    std::string sql = "WITH t AS (SELECT " + k.stored + ", t_bus_end_ns - t_bus_begin_ns AS bus_ns";
+    sql +=
+        ", " + part + "(t_resume_ns - t_trap_ns) - (t_bus_end_ns - t_bus_begin_ns) END AS ovh_ns";
+    sql += ", " + part + "t_bus_begin_ns - t_trap_ns END AS to_bus_ns";
+    sql += ", " + part + "t_resume_ns - t_bus_end_ns END AS to_resume_ns";
+    sql += " FROM transactions WHERE status = 'ok'" + sel.on_rows() + ")";
+    // Ranks by each column; the rows without overhead rank after the
+    // others, whose count is no.
+    std::string over = " OVER (PARTITION BY " + k.stored;
+    sql += ", r AS (SELECT *, ROW_NUMBER()" + over + " ORDER BY bus_ns) AS rb";
+    sql += ", ROW_NUMBER()" + over + " ORDER BY ovh_ns NULLS LAST) AS ro";
+    sql += ", ROW_NUMBER()" + over + " ORDER BY to_bus_ns NULLS LAST) AS r1";
+    sql += ", ROW_NUMBER()" + over + " ORDER BY to_resume_ns NULLS LAST) AS r2";
+    sql += ", COUNT(*)" + over + ") AS n, COUNT(ovh_ns)" + over + ") AS no FROM t)";
+    sql += " SELECT " + k.shown + ", MAX(n) AS count, MIN(bus_ns) AS min_ns";
+    for (int p : {50, 95, 99})
+        sql += ", " + pct("bus_ns", "rb", "n", p) + " AS p" + std::to_string(p) + "_ns";
+    sql += ", MAX(bus_ns) AS max_ns, CAST(round(AVG(ovh_ns)) AS INTEGER) AS mean_overhead_ns";
+    sql += ", " + pct("ovh_ns", "ro", "no", 50) + " AS p50_overhead_ns";
+    sql += ", " + pct("to_bus_ns", "r1", "no", 50) + " AS p50_trap_to_bus_ns";
+    sql += ", " + pct("to_resume_ns", "r2", "no", 50) + " AS p50_bus_to_resume_ns";
+    return sql + " FROM r GROUP BY " + k.stored + " ORDER BY " + k.order;
+}
+
+// port_latency_summary's SQL (schema/busprof.sql) with the selection's
+// conditions on the summary tables, which the view cannot take: it has no
+// session column.
+std::string summary_sql(const Selection& sel) {
+    std::string f = " WHERE 1" + sel.on_summaries();
+    return "WITH b AS (SELECT domid, port, dir, metric, lo_ns + (hi_ns - lo_ns + 1) / 2 AS mid_ns,"
+           " SUM(count) AS count FROM latency_buckets" +
+           f +
+           " GROUP BY domid, port, dir, metric, lo_ns),"
+           " r AS (SELECT domid, port, dir, metric, mid_ns,"
+           " SUM(count) OVER (PARTITION BY domid, port, dir, metric ORDER BY mid_ns) AS cum,"
+           " SUM(count) OVER (PARTITION BY domid, port, dir, metric) AS n FROM b),"
+           " p AS (SELECT domid, port, dir,"
+           " MIN(CASE WHEN metric = 'bus' AND cum >= (n * 50 + 99) / 100 THEN mid_ns END) AS b50,"
+           " MIN(CASE WHEN metric = 'bus' AND cum >= (n * 95 + 99) / 100 THEN mid_ns END) AS b95,"
+           " MIN(CASE WHEN metric = 'bus' AND cum >= (n * 99 + 99) / 100 THEN mid_ns END) AS b99,"
+           " MIN(CASE WHEN metric = 'overhead' AND cum >= (n * 50 + 99) / 100 THEN mid_ns END)"
+           " AS o50 FROM r GROUP BY domid, port, dir),"
+           " t AS (SELECT domid, port, dir, SUM(count) AS count, MIN(bus_min_ns) AS bmin,"
+           " MAX(bus_max_ns) AS bmax, SUM(overhead_count) AS on_, SUM(overhead_sum_ns) AS osum,"
+           " MIN(overhead_min_ns) AS omin, MAX(overhead_max_ns) AS omax FROM latency_totals" +
+           f +
+           " GROUP BY domid, port, dir)"
+           " SELECT t.domid AS domid, printf('0x%04x', t.port) AS port, t.dir AS dir,"
+           " t.count AS count, t.bmin AS min_ns, MIN(MAX(p.b50, t.bmin), t.bmax) AS p50_ns,"
+           " MIN(MAX(p.b95, t.bmin), t.bmax) AS p95_ns, MIN(MAX(p.b99, t.bmin), t.bmax) AS p99_ns,"
+           " t.bmax AS max_ns, CAST(round(CASE WHEN t.on_ > 0 THEN t.osum * 1.0 / t.on_ END)"
+           " AS INTEGER) AS mean_overhead_ns, MIN(MAX(p.o50, t.omin), t.omax) AS p50_overhead_ns,"
+           " NULL AS p50_trap_to_bus_ns, NULL AS p50_bus_to_resume_ns"
+           " FROM t LEFT JOIN p ON p.domid = t.domid AND p.port = t.port AND p.dir = t.dir"
+           " ORDER BY t.domid, t.port, t.dir";
+}
+
+} // namespace
+
+std::string Selection::on_rows() const {
+    std::string c = on_summaries();
+    if (vcpu >= 0)
+        c += " AND vcpu = " + std::to_string(vcpu);
+    return c;
+}
+
+std::string Selection::on_summaries() const {
+    std::string c;
+    if (session >= 0)
+        c += " AND session_id = " + std::to_string(session);
+    if (domid >= 0)
+        c += " AND domid = " + std::to_string(domid);
+    return c + ports_condition(ports);
+}
+
+std::string Selection::on_sessions() const {
+    std::string c;
+    if (session >= 0)
+        c += " AND id = " + std::to_string(session);
+    if (domid >= 0)
+        c += " AND domid = " + std::to_string(domid);
+    return c;
+}
+
+bool summaries_answer(const Selection& sel, Grouping by) {
+    return by == Grouping::port && sel.vcpu < 0;
+}
+
+bool latency_exact(Db& db, const Selection& sel, Grouping by, bool asked, std::string* why) {
+    if (asked)
+        return true;
+    if (!db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'latency_totals'")) {
+        if (why &&
+            db.scalar("SELECT count(*) FROM transactions WHERE 1" + sel.on_rows()) > kExactUpTo)
+            *why = "this trace was written before busprof kept summaries: percentiles from"
+                   " every row (slow on a big trace)";
+        return true;
+    }
+    int64_t lag = db.scalar("SELECT COALESCE(SUM(recorded - summarised), 0) FROM sessions WHERE 1" +
+                            sel.on_sessions());
+    int64_t n = db.scalar("SELECT COALESCE(SUM(count), 0) FROM latency_totals WHERE 1" +
+                          sel.on_summaries());
+    if (!summaries_answer(sel, by)) {
+        // The summaries' count bounds the selection's from above: it is
+        // only a reason to warn.
+        if (why && n + lag > kExactUpTo)
+            *why = std::string("the summaries are not kept per ") +
+                   (by == Grouping::task ? "task" : "vCPU") +
+                   ": percentiles from every row (slow on a big trace)";
+        return true;
+    }
+    if (lag && n + lag > kExactUpTo) {
+        if (why)
+            *why = std::to_string(lag) +
+                   " transactions are not in the summaries yet (a daemon is writing, or"
+                   " one was killed: opening the trace for writing adds them): percentiles from"
+                   " every row";
+        return true;
+    }
+    return n <= kExactUpTo;
+}
+
+std::string latency_sql(const Selection& sel, Grouping by, bool exact) {
+    return exact || !summaries_answer(sel, by) ? exact_sql(sel, by) : summary_sql(sel);
+}
+
+} // namespace busprof

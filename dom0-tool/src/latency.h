@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+// The latency tables of busprof stats (and demo): which transactions they
+// cover, how they are grouped, whether the writer's summaries can answer
+// or every row must be read, and their SQL.
+#pragma once
+
+#include "ranges.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace busprof {
+
+class Db;
+
+// Which transactions a table covers; -1 or empty: all.
+struct Selection {
+    int64_t session = -1;
+    int domid = -1;
+    int vcpu = -1;
+    std::vector<PortRange> ports;
+
+    bool empty() const { return session < 0 && domid < 0 && vcpu < 0 && ports.empty(); }
+    // " AND ..." conditions on transactions (every field), on the summary
+    // tables (session, domain, ports: they keep no vCPU) and on sessions
+    // (session, domain).
+    std::string on_rows() const;
+    std::string on_summaries() const;
+    std::string on_sessions() const;
+};
+
+// Rows of the table: per domain, port and direction, per domain and vCPU,
+// or per domain and task.
+enum class Grouping { port, vcpu, task };
+
+// Up to this many 'ok' transactions in the selection, stats reads every row
+// (well under a second); above, the summaries (latency_totals and
+// latency_buckets).
+constexpr int64_t kExactUpTo = 100000;
+
+// Whether the summaries hold what the table asks: they are kept per
+// session, domain, port and direction only.
+bool summaries_answer(const Selection& sel, Grouping by);
+
+// Whether the percentiles come from every row: asked for, a grouping or a
+// filter the summaries cannot answer, a trace whose writer kept no summaries
+// (schema version 4 or older), summaries that lag the rows (a daemon
+// writing a backlog, or one killed before it caught up and the file not
+// opened for writing since), or a selection small enough to sort quickly.
+// why, if given: the reason a big selection is read row by row.
+bool latency_exact(Db& db, const Selection& sel, Grouping by, bool asked,
+                   std::string* why = nullptr);
+
+// The table: the key columns of the grouping, count, bus time (min, p50,
+// p95, p99, max), the mean and median overhead and the medians of its two
+// parts, trap to bus begin and bus end to resume (empty from the
+// summaries, which keep no parts).  Nearest-rank percentiles; overhead and
+// its parts over the rows with clock_skewed = 0.  exact: from every row,
+// else from the summaries (Grouping::port only).
+std::string latency_sql(const Selection& sel, Grouping by, bool exact);
+
+} // namespace busprof
