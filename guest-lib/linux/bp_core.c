@@ -165,7 +165,7 @@ ssize_t bp_core_extract(const struct bp_env *e, unsigned int first,
 		x.snapshot = snapshot;
 		/* Plain or extended records: the buffer's type is all that
 		 * differs between the two sub-ops. */
-		x.buffer.p = (xen_busprof_record_t *)chunk;
+		set_xen_guest_handle(x.buffer, (xen_busprof_record_t *)chunk);
 
 		rc = extract_chunk(e, ext ? XEN_BUSPROF_extract_ext :
 				   XEN_BUSPROF_extract, &x, deadline);
