@@ -407,7 +407,7 @@ void SimHypervisor::accept_conn(int listen_fd, Domain* dom) {
 
 void SimHypervisor::serve(std::shared_ptr<Conn> c) {
     std::vector<uint8_t> buf(sizeof(bp_sim_msg) +
-                             XEN_BUSPROF_EXTRACT_MAX * sizeof(xen_busprof_record));
+                             XEN_BUSPROF_EXTRACT_MAX * sizeof(xen_busprof_record_ext));
     while (!stopping_) {
         pollfd p[2] = {{c->sock.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
         if (::poll(p, 2, -1) < 0 && errno != EINTR)
@@ -636,7 +636,6 @@ void SimHypervisor::handle(Conn& c, const bp_sim_msg& m, const std::vector<uint8
         r.rc = -EOPNOTSUPP;
     }
 
-    r.nr = static_cast<uint32_t>(out.size() / sizeof(xen_busprof_record));
     std::vector<uint8_t> msg(sizeof(r) + out.size());
     std::memcpy(msg.data(), &r, sizeof(r));
     if (!out.empty())
@@ -652,16 +651,23 @@ void SimHypervisor::hypercall(Conn& c, const bp_sim_msg& m, const std::vector<ui
     struct vcpu* v = c.role == BP_SIM_ROLE_GUEST ? &c.dom->vcpus[c.vcpu] : &dom0_->vcpus[0];
     alignas(8) uint8_t arg[BP_SIM_ARG_MAX];
     std::memcpy(arg, m.arg, sizeof(arg));
-    std::vector<xen_busprof_record> records;
+    // Records as the sub-op has them: plain or extended (sim-proto.h).
+    std::vector<xen_busprof_record_ext> records;
+    bool guest_extract = c.role == BP_SIM_ROLE_GUEST &&
+                         (m.cmd == XEN_BUSPROF_extract || m.cmd == XEN_BUSPROF_extract_ext);
+    size_t rec_size = m.cmd == XEN_BUSPROF_extract_ext ? sizeof(xen_busprof_record_ext)
+                                                       : sizeof(xen_busprof_record);
 
     // Point guest handles at buffers here, as Xen would at guest memory.
-    if (m.cmd == XEN_BUSPROF_extract && c.role == BP_SIM_ROLE_GUEST) {
+    if (guest_extract) {
         auto* x = reinterpret_cast<xen_busprof_extract*>(arg);
         records.resize(std::min<uint32_t>(x->nr, XEN_BUSPROF_EXTRACT_MAX));
-        set_xen_guest_handle(x->buffer, records.data());
+        set_xen_guest_handle(x->buffer, reinterpret_cast<xen_busprof_record*>(records.data()));
     } else if (m.cmd == XEN_BUSPROF_extract_reply) {
         auto* x = reinterpret_cast<xen_busprof_extract_reply*>(arg);
-        if (payload.size() != m.nr * sizeof(xen_busprof_record) || x->nr != m.nr) {
+        rec_size = x->flags & XEN_BUSPROF_REPLY_EXT ? sizeof(xen_busprof_record_ext)
+                                                    : sizeof(xen_busprof_record);
+        if (payload.size() != m.nr * rec_size || x->nr != m.nr) {
             r.rc = -EINVAL;
             return;
         }
@@ -677,9 +683,10 @@ void SimHypervisor::hypercall(Conn& c, const bp_sim_msg& m, const std::vector<ui
     r.rc = static_cast<int32_t>(busprof_op(v, m.cmd, h));
     std::memcpy(r.arg, arg, sizeof(r.arg));
 
-    if (m.cmd == XEN_BUSPROF_extract && c.role == BP_SIM_ROLE_GUEST && r.rc == 0) {
+    if (guest_extract && r.rc == 0) {
         auto* x = reinterpret_cast<xen_busprof_extract*>(arg);
-        out.resize(std::min<size_t>(x->nr, records.size()) * sizeof(xen_busprof_record));
+        r.nr = std::min<uint32_t>(x->nr, static_cast<uint32_t>(records.size()));
+        out.resize(r.nr * rec_size);
         if (!out.empty())
             std::memcpy(out.data(), records.data(), out.size());
     }

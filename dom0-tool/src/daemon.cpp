@@ -46,8 +46,11 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
         calibrate_clock();
 
     // The writer answers extracts once the records before them are in.
+    // A Xen of interface 1.2 or later takes extended records (who made
+    // each access); an older one only the plain ones.
     Hypervisor* hv = hv_.get();
-    writer_->on_extract([hv](const ExtractRequest& r, ExtractResult& res) {
+    bool ext = chan_->page->version >= 0x00010002u;
+    writer_->on_extract([hv, ext](const ExtractRequest& r, ExtractResult& res) {
         xen_busprof_extract_reply rep{};
         rep.domid = r.domid;
         rep.request = r.msg.seq;
@@ -55,8 +58,20 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
         rep.total = res.total;
         rep.snapshot = res.snapshot;
         rep.nr = static_cast<uint32_t>(res.records.size());
-        Status st = hv->op(XEN_BUSPROF_extract_reply, &rep, sizeof(rep), res.records.data(),
-                           res.records.size());
+        std::vector<xen_busprof_record> plain;
+        if (ext) {
+            rep.flags = XEN_BUSPROF_REPLY_EXT;
+        } else {
+            plain.reserve(res.records.size());
+            for (const auto& e : res.records) {
+                plain.push_back(e.rec);
+                plain.back().flags &= ~XEN_BUSPROF_RECORD_WHO;
+            }
+        }
+        Status st = ext ? hv->op(XEN_BUSPROF_extract_reply, &rep, sizeof(rep), res.records.data(),
+                                 res.records.size() * sizeof(res.records[0]))
+                        : hv->op(XEN_BUSPROF_extract_reply, &rep, sizeof(rep), plain.data(),
+                                 plain.size() * sizeof(plain[0]));
         if (!st)
             std::fprintf(stderr, "busprof: warning: extract reply refused: %s\n",
                          st.error().message().c_str());

@@ -841,12 +841,13 @@ void Writer::answer(const ExtractRequest& r, bool db_ok) {
             res.snapshot = static_cast<uint64_t>(snapshot);
             Stmt q(db_.get(), std::string("SELECT id, rip, t_trap_ns, t_bus_begin_ns, t_bus_end_ns,"
                                           " t_resume_ns, value, port, vcpu, size, dir, status,"
-                                          " clock_skewed, pre_trigger") +
+                                          " clock_skewed, pre_trigger, task, pcpu") +
                                   where + " ORDER BY id LIMIT ?6 OFFSET ?7");
             q.bind(1, session).bind(2, r.domid).bind(3, m.first).bind(4, m.last);
             q.bind(5, snapshot).bind(6, m.nr).bind(7, static_cast<int64_t>(m.offset));
             while (q.step()) {
-                xen_busprof_record x{};
+                xen_busprof_record_ext e{};
+                xen_busprof_record& x = e.rec;
                 auto col = [&](int i) { return sqlite3_column_int64(q.get(), i); };
                 x.id = col(0);
                 x.rip = col(1);
@@ -864,7 +865,14 @@ void Writer::answer(const ExtractRequest& r, bool db_ok) {
                     reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 11)));
                 x.flags = (col(12) ? XEN_BUSPROF_RECORD_CLOCK_SKEWED : 0) |
                           (col(13) ? XEN_BUSPROF_RECORD_PRE_TRIGGER : 0);
-                res.records.push_back(x);
+                // task and pcpu come together with Xen's stamp, or not at all.
+                if (sqlite3_column_type(q.get(), 14) != SQLITE_NULL &&
+                    sqlite3_column_type(q.get(), 15) != SQLITE_NULL) {
+                    x.flags |= XEN_BUSPROF_RECORD_WHO;
+                    e.task = static_cast<uint64_t>(col(14));
+                    e.pcpu = static_cast<uint32_t>(col(15));
+                }
+                res.records.push_back(e);
             }
         } catch (const std::exception& e) {
             std::fprintf(stderr, "busprof: error: extract query: %s\n", e.what());

@@ -94,7 +94,7 @@ struct ExtractRequest {
 struct ExtractResult {
     int status = 0; // 0 or -errno for the guest
     uint64_t total = 0, snapshot = 0;
-    std::vector<xen_busprof_record> records;
+    std::vector<xen_busprof_record_ext> records; // XEN_BUSPROF_RECORD_WHO where known
 };
 
 class Summaries;

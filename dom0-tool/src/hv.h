@@ -54,10 +54,12 @@ class Hypervisor {
     virtual std::string name() const = 0;
     // A domain by name or numeric id.  Throws UserError if there is none.
     virtual DomainInfo lookup(const std::string& dom) = 0;
-    // A dom0 busprof_op sub-op; records go with extract_reply.  The errno
-    // of a refusal is the caller's to interpret.
-    virtual Status op(unsigned cmd, void* arg, size_t size,
-                      const xen_busprof_record* records = nullptr, size_t nr = 0) = 0;
+    // A dom0 busprof_op sub-op; records go with extract_reply: its nr of
+    // them, struct xen_busprof_record_ext if its flags say
+    // XEN_BUSPROF_REPLY_EXT, else struct xen_busprof_record, in `bytes`
+    // bytes.  The errno of a refusal is the caller's to interpret.
+    virtual Status op(unsigned cmd, void* arg, size_t size, const void* records = nullptr,
+                      size_t bytes = 0) = 0;
     // Creates an ioreq server, attaches it as the domain's profiler, maps
     // the busprof page and binds the event channels.  Throws.
     virtual std::unique_ptr<Channel> attach(const DomainInfo& d, unsigned timeout_ms) = 0;

@@ -49,15 +49,15 @@ class SimConn {
     }
 
     // Sends m (+records), replaces m by the reply; fds received go to fds.
-    void call(bp_sim_msg& m, const xen_busprof_record* recs = nullptr, size_t nr = 0,
+    // m.nr says how many records `bytes` holds (sim-proto.h).
+    void call(bp_sim_msg& m, const void* recs = nullptr, size_t bytes = 0,
               std::vector<FD>* fds = nullptr) {
         std::lock_guard lk(mu_);
         m.version = BP_SIM_VERSION;
-        m.nr = static_cast<uint32_t>(nr);
-        std::vector<uint8_t> buf(sizeof(m) + nr * sizeof(xen_busprof_record));
+        std::vector<uint8_t> buf(sizeof(m) + bytes);
         std::memcpy(buf.data(), &m, sizeof(m));
-        if (nr)
-            std::memcpy(buf.data() + sizeof(m), recs, nr * sizeof(*recs));
+        if (bytes)
+            std::memcpy(buf.data() + sizeof(m), recs, bytes);
         send_msg(sock_.get(), buf.data(), buf.size());
         size_t n = recv_msg(sock_.get(), buf.data(), buf.size(), fds);
         if (n < sizeof(m))
@@ -173,15 +173,16 @@ class SimHypervisorClient : public Hypervisor {
         return {m.domid, std::string(m.name, strnlen(m.name, sizeof(m.name))), m.nr_vcpus};
     }
 
-    Status op(unsigned cmd, void* arg, size_t size, const xen_busprof_record* records,
-              size_t nr) override {
+    Status op(unsigned cmd, void* arg, size_t size, const void* records, size_t bytes) override {
         bp_sim_msg m{};
         m.type = BP_SIM_HYPERCALL;
         m.cmd = cmd;
         if (size > sizeof(m.arg))
             return Errno(EINVAL);
         std::memcpy(m.arg, arg, size);
-        conn_->call(m, records, nr);
+        if (cmd == XEN_BUSPROF_extract_reply && size >= sizeof(xen_busprof_extract_reply))
+            m.nr = static_cast<const xen_busprof_extract_reply*>(arg)->nr;
+        conn_->call(m, records, bytes);
         if (m.rc == 0)
             std::memcpy(arg, m.arg, size);
         return status_of(m.rc);

@@ -50,8 +50,7 @@ class BusprofCall {
     }
 
     // Returns 0 or -errno, never throws: the caller reports the sub-op's error.
-    long op(unsigned cmd, void* arg, size_t size, const xen_busprof_record* records = nullptr,
-            size_t nr = 0) {
+    long op(unsigned cmd, void* arg, size_t size, const void* records = nullptr, size_t bytes = 0) {
         try {
             // Xen may read and write only hypercall-safe memory.
             CallBuffer buf(h_.get(), size ? size : 1);
@@ -62,13 +61,16 @@ class BusprofCall {
                 if (size < sizeof(xen_busprof_extract_reply))
                     return -EINVAL;
                 auto* rep = static_cast<xen_busprof_extract_reply*>(buf.get());
-                if (rep->nr > nr)
+                size_t rec_size = rep->flags & XEN_BUSPROF_REPLY_EXT
+                                      ? sizeof(xen_busprof_record_ext)
+                                      : sizeof(xen_busprof_record);
+                if (rep->nr * rec_size > bytes)
                     return -EINVAL;
-                xen_busprof_record* p = nullptr;
-                if (nr) {
-                    recs.emplace(h_.get(), nr * sizeof(*records));
-                    std::memcpy(recs->get(), records, nr * sizeof(*records));
-                    p = static_cast<xen_busprof_record*>(recs->get());
+                void* p = nullptr;
+                if (bytes) {
+                    recs.emplace(h_.get(), bytes);
+                    std::memcpy(recs->get(), records, bytes);
+                    p = recs->get();
                 }
                 rep->records.p = p;
             }
@@ -282,9 +284,8 @@ class XenHypervisor : public Hypervisor {
         return d;
     }
 
-    Status op(unsigned cmd, void* arg, size_t size, const xen_busprof_record* records,
-              size_t nr) override {
-        return status_of(call_->op(cmd, arg, size, records, nr));
+    Status op(unsigned cmd, void* arg, size_t size, const void* records, size_t bytes) override {
+        return status_of(call_->op(cmd, arg, size, records, bytes));
     }
 
     std::unique_ptr<Channel> attach(const DomainInfo& d, unsigned timeout_ms) override {

@@ -14,11 +14,13 @@
  *   -c  also exercise CMOS NVRAM at 0x70/0x71 (bytes 0x40..0x7f)
  *   -q  print only the summary
  * Exit status 0 only if every value read back equals the value written and
- * bp_extract returned exactly the accesses made.
+ * bp_extract returned exactly the accesses made, each (on a hypervisor of
+ * interface 1.2) naming this process as the one that made it.
  */
 #include <busprof/busprof.h>
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +39,9 @@ static int extract_check(bp_handle *h, const char *what, unsigned int first,
     struct bp_record probe;
     struct bp_record *recs;
     ssize_t n;
-    unsigned long i, bad = 0, skewed = 0;
+    unsigned long i, bad = 0, skewed = 0, who = 0, tasks = 0;
+    uint64_t task = 0;
+    unsigned int pcpu_min = ~0u, pcpu_max = 0;
 
     /* Ask with a one-record buffer first: the library says how many. */
     n = bp_extract(h, first, last, &probe, 1, &needed);
@@ -80,6 +84,15 @@ static int extract_check(bp_handle *h, const char *what, unsigned int first,
         }
         else if ( !ordered )
             bad++;
+        /* Who made it: this process, on whichever CPU the vCPU ran. */
+        if ( r->flags & BP_RECORD_WHO )
+        {
+            if ( !who++ || r->task != task )
+                tasks++;
+            task = r->task;
+            pcpu_min = r->pcpu < pcpu_min ? r->pcpu : pcpu_min;
+            pcpu_max = r->pcpu > pcpu_max ? r->pcpu : pcpu_max;
+        }
         if ( !quiet && i < 4 )
             printf("  #%llu vcpu %u %-3s port 0x%04x size %u value 0x%02x "
                    "bus %llu ns total %llu ns\n",
@@ -92,6 +105,21 @@ static int extract_check(bp_handle *h, const char *what, unsigned int first,
     printf("EXTRACT %s ports 0x%x-0x%x: %zd records (made %lu accesses), "
            "%lu out of order, %lu clock-skewed\n", what, first, last, n, expected,
            bad, skewed);
+    /*
+     * A hypervisor of interface 1.2 says who made every access: one task
+     * (one process, one thread here) from the first record to the last.
+     */
+    if ( who )
+        printf("WHO %s: %lu of %zd records, %lu task%s, task 0x%llx, "
+               "pcpu %u-%u\n", what, who, n, tasks, tasks == 1 ? "" : "s",
+               (unsigned long long)task, pcpu_min, pcpu_max);
+    else
+        printf("WHO %s: 0 of %zd records (hypervisor interface %u.%u)\n",
+               what, n, bp_interface_version(h) >> 16,
+               bp_interface_version(h) & 0xffff);
+    if ( bp_interface_version(h) >= 0x00010002 &&
+         (who != (unsigned long)n || tasks > 1) )
+        bad++;
     free(recs);
 
     return (unsigned long)n == expected && !bad ? 0 : -1;

@@ -27,12 +27,20 @@ struct bp_env {
 	uint64_t (*now_ns)(void *ctx);
 	void (*sleep_us)(void *ctx, unsigned int us);
 	void *ctx;
+	/* Xen's interface version (XEN_BUSPROF_version), 0: older than 1.2. */
+	unsigned int xen_version;
 };
 
 /* 0, or -EINVAL if first > last or last > 0xffff. */
 int bp_core_check_range(unsigned int first, unsigned int last);
 /* 0 if a provider of interface `have` serves a caller built for `want`. */
 int bp_core_version_check(unsigned int have, unsigned int want);
+/*
+ * Xen's interface version: what XEN_BUSPROF_version returns, 0 for a Xen
+ * older than 1.2 (which does not know it), -EPROTONOSUPPORT for another
+ * major, or the hypercall's error.
+ */
+long bp_core_xen_version(const struct bp_env *e);
 /* XEN_BUSPROF_start_trap or XEN_BUSPROF_stop_trap on [first, last]. */
 int bp_core_trap(const struct bp_env *e, unsigned int cmd,
 		 unsigned int first, unsigned int last);

@@ -40,7 +40,8 @@ static void busprof_sleep_us(void *ctx, unsigned int us)
 	usleep_range(us, 2 * us);
 }
 
-static const struct bp_env busprof_xen = {
+/* xen_version is set once, at load, before any export can be called. */
+static struct bp_env busprof_xen __ro_after_init = {
 	.op = busprof_op,
 	.now_ns = busprof_now_ns,
 	.sleep_us = busprof_sleep_us,
@@ -88,12 +89,25 @@ EXPORT_SYMBOL_GPL(bp_extract);
 
 static int __init busprof_init(void)
 {
+	long v;
+
 	/* Off Xen the hypercall instruction would fault. */
 	if (!xen_domain())
 		return -ENODEV;
-	pr_info("interface %u.%u, %s guest\n",
+	v = bp_core_xen_version(&busprof_xen);
+	if (v == -EPROTONOSUPPORT) {
+		pr_err("this Xen speaks another major version of the busprof interface than %u.%u\n",
+		       XEN_BUSPROF_INTERFACE_VERSION >> 16,
+		       XEN_BUSPROF_INTERFACE_VERSION & 0xffff);
+		return -EPROTONOSUPPORT;
+	}
+	/* Another error (-ENOSYS: a Xen without busprof) shows at the first
+	 * call, with its own errno, as before 1.2. */
+	busprof_xen.xen_version = v > 0 ? (unsigned int)v : 0;
+	pr_info("interface %u.%u, Xen's %u.%u, %s guest\n",
 		XEN_BUSPROF_INTERFACE_VERSION >> 16,
 		XEN_BUSPROF_INTERFACE_VERSION & 0xffff,
+		busprof_xen.xen_version >> 16, busprof_xen.xen_version & 0xffff,
 		xen_pvh_domain() ? "PVH" : xen_hvm_domain() ? "HVM" : "PV");
 	return 0;
 }

@@ -7,20 +7,39 @@
 
 #include <busprof.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-_Static_assert(sizeof(struct bp_record) == sizeof(struct xen_busprof_record),
-               "bp_record must match xen_busprof_record");
+/* The record of libbusprof before 1.2, which bp_extract@VERS_1.0 fills. */
+struct bp_record_1_0 {
+    uint64_t id, rip, t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns;
+    uint32_t value;
+    uint16_t port, vcpu;
+    uint8_t size, dir, status, flags;
+    uint8_t pad[4];
+};
+
+_Static_assert(sizeof(struct bp_record) == sizeof(struct xen_busprof_record_ext),
+               "bp_record must match xen_busprof_record_ext");
+_Static_assert(sizeof(struct bp_record_1_0) == sizeof(struct xen_busprof_record),
+               "bp_record_1_0 must match xen_busprof_record");
 _Static_assert(offsetof(struct bp_record, status) ==
-               offsetof(struct xen_busprof_record, status),
-               "bp_record must match xen_busprof_record");
-_Static_assert(offsetof(struct bp_record, flags) ==
+               offsetof(struct xen_busprof_record, status) &&
+               offsetof(struct bp_record, flags) ==
                offsetof(struct xen_busprof_record, flags) &&
-               BP_RECORD_CLOCK_SKEWED == XEN_BUSPROF_RECORD_CLOCK_SKEWED &&
-               BP_RECORD_PRE_TRIGGER == XEN_BUSPROF_RECORD_PRE_TRIGGER,
+               offsetof(struct bp_record, task) ==
+               offsetof(struct xen_busprof_record_ext, task) &&
+               offsetof(struct bp_record, pcpu) ==
+               offsetof(struct xen_busprof_record_ext, pcpu),
+               "bp_record must match xen_busprof_record_ext");
+_Static_assert(BP_RECORD_CLOCK_SKEWED == XEN_BUSPROF_RECORD_CLOCK_SKEWED &&
+               BP_RECORD_PRE_TRIGGER == XEN_BUSPROF_RECORD_PRE_TRIGGER &&
+               BP_RECORD_WHO == XEN_BUSPROF_RECORD_WHO,
                "bp_record must match xen_busprof_record");
+_Static_assert(BP_INTERFACE_VERSION == XEN_BUSPROF_INTERFACE_VERSION,
+               "busprof.h describes another interface than public/busprof.h");
 
 /* How long bp_extract waits for the profiler in all. */
 #define BP_EXTRACT_DEADLINE_NS (30ull * 1000000000ull)
@@ -43,6 +62,7 @@ bp_handle *bp_open(unsigned int flags)
 {
     bp_handle *h;
     const struct bp_backend_ops *ops;
+    long rc;
 
     if ( flags )
     {
@@ -72,7 +92,26 @@ bp_handle *bp_open(unsigned int flags)
         return NULL;
     }
 
+    /* A hypervisor older than 1.2 has no version sub-op (EOPNOTSUPP); one
+     * of another major must not be spoken to at all. */
+    rc = h->ops->op(h, XEN_BUSPROF_version, NULL, 0);
+    if ( rc > 0 && ((unsigned long)rc >> 16) != (BP_INTERFACE_VERSION >> 16) )
+        rc = -EPROTONOSUPPORT;
+    if ( rc < 0 && rc != -EOPNOTSUPP )
+    {
+        ops->close(h);
+        free(h);
+        errno = (int)-rc;
+        return NULL;
+    }
+    h->version = rc > 0 ? (unsigned int)rc : 0;
+
     return h;
+}
+
+unsigned int bp_interface_version(const bp_handle *h)
+{
+    return h ? h->version : 0;
 }
 
 int bp_close(bp_handle *h)
@@ -182,15 +221,15 @@ int bp_resume(bp_handle *h)
 }
 
 /* One extract call, repeated while the profiler works on it. */
-static long extract_chunk(bp_handle *h, struct xen_busprof_extract *x,
-                          uint64_t deadline)
+static long extract_chunk(bp_handle *h, unsigned int cmd,
+                          struct xen_busprof_extract *x, uint64_t deadline)
 {
     struct timespec pause = { 0, 20000 };
     long rc;
 
     for ( ;; )
     {
-        rc = h->ops->op(h, XEN_BUSPROF_extract, x, sizeof(*x));
+        rc = h->ops->op(h, cmd, x, sizeof(*x));
         if ( rc != -EAGAIN && rc != -EBUSY )
             return rc;
         if ( now_ns() > deadline )
@@ -201,12 +240,41 @@ static long extract_chunk(bp_handle *h, struct xen_busprof_extract *x,
     }
 }
 
-ssize_t bp_extract(bp_handle *h, unsigned int first, unsigned int last,
-                   struct bp_record *buf, size_t cap, size_t *needed)
+/*
+ * Widen nr plain records at recs into struct bp_record in place: from the
+ * last down, as record i moves up from i * sizeof(plain) to
+ * i * sizeof(bp_record), so none is overwritten before it is read.
+ */
+static void widen(struct bp_record *recs, size_t nr)
+{
+    const struct bp_record_1_0 *plain = (const struct bp_record_1_0 *)recs;
+    size_t i;
+
+    for ( i = nr; i-- > 0; )
+    {
+        struct bp_record r;
+
+        memset(&r, 0, sizeof(r));
+        memcpy(&r, &plain[i], sizeof(plain[i]));
+        r.flags &= ~BP_RECORD_WHO;
+        recs[i] = r;
+    }
+}
+
+/*
+ * Pages through the profiler's snapshot.  ext: buf holds struct bp_record
+ * (asked with extract_ext where the hypervisor has it, otherwise widened
+ * from plain ones), else struct bp_record_1_0.
+ */
+static ssize_t extract(bp_handle *h, unsigned int first, unsigned int last,
+                       void *buf, size_t cap, size_t *needed, bool ext)
 {
     struct xen_busprof_extract x;
     uint64_t deadline = now_ns() + BP_EXTRACT_DEADLINE_NS;
     uint64_t offset = 0, snapshot = 0, total;
+    bool ask_ext = ext && h && h->version >= 0x00010002u;
+    size_t rec_size = ext ? sizeof(struct bp_record)
+                          : sizeof(struct bp_record_1_0);
     long rc;
 
     if ( check_range(h, first, last) )
@@ -219,6 +287,7 @@ ssize_t bp_extract(bp_handle *h, unsigned int first, unsigned int last,
 
     do {
         size_t room = cap - offset;
+        void *chunk = buf ? (uint8_t *)buf + offset * rec_size : NULL;
 
         memset(&x, 0, sizeof(x));
         x.first = first;
@@ -226,10 +295,10 @@ ssize_t bp_extract(bp_handle *h, unsigned int first, unsigned int last,
         x.nr = room > XEN_BUSPROF_EXTRACT_MAX ? XEN_BUSPROF_EXTRACT_MAX : room;
         x.offset = offset;
         x.snapshot = snapshot;
-        set_xen_guest_handle(x.buffer,
-                             (struct xen_busprof_record *)(buf + offset));
+        x.buffer.p = chunk;
 
-        rc = extract_chunk(h, &x, deadline);
+        rc = extract_chunk(h, ask_ext ? XEN_BUSPROF_extract_ext
+                                      : XEN_BUSPROF_extract, &x, deadline);
         if ( rc < 0 )
             return result(rc);
 
@@ -247,6 +316,8 @@ ssize_t bp_extract(bp_handle *h, unsigned int first, unsigned int last,
             errno = EIO;  /* the profiler returned nothing to page on */
             return -1;
         }
+        if ( ext && !ask_ext )
+            widen(chunk, x.nr);
         offset += x.nr;
     } while ( offset < total );
 
@@ -255,3 +326,35 @@ ssize_t bp_extract(bp_handle *h, unsigned int first, unsigned int last,
 
     return (ssize_t)total;
 }
+
+/*
+ * The shared library keeps the bp_extract of 1.0 for the programs built
+ * against it (their records have no task and pcpu) and gives new ones the
+ * 1.2 record (libbusprof.map).  A static link binds the current one.
+ */
+#ifdef BP_SHARED
+#define BP_VERSIONED(name, ver) __attribute__((symver(name ver)))
+#else
+#define BP_VERSIONED(name, ver)
+#define bp_extract_1_2 bp_extract
+#endif
+
+BP_VERSIONED("bp_extract", "@@VERS_1.2")
+ssize_t bp_extract_1_2(bp_handle *h, unsigned int first, unsigned int last,
+                       struct bp_record *buf, size_t cap, size_t *needed);
+ssize_t bp_extract_1_2(bp_handle *h, unsigned int first, unsigned int last,
+                       struct bp_record *buf, size_t cap, size_t *needed)
+{
+    return extract(h, first, last, buf, cap, needed, true);
+}
+
+#ifdef BP_SHARED
+BP_VERSIONED("bp_extract", "@VERS_1.0")
+ssize_t bp_extract_1_0(bp_handle *h, unsigned int first, unsigned int last,
+                       struct bp_record_1_0 *buf, size_t cap, size_t *needed);
+ssize_t bp_extract_1_0(bp_handle *h, unsigned int first, unsigned int last,
+                       struct bp_record_1_0 *buf, size_t cap, size_t *needed)
+{
+    return extract(h, first, last, buf, cap, needed, false);
+}
+#endif

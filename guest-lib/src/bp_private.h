@@ -21,6 +21,7 @@ struct bp_backend_ops {
 struct bp_handle {
     const struct bp_backend_ops *ops;
     int fd;
+    unsigned int version;   /* the hypervisor's; 0: older than 1.2 */
 };
 
 extern const struct bp_backend_ops bp_sim_ops;

@@ -85,13 +85,13 @@ int bp_privcmd_open(void)
     return fd;
 }
 
-static size_t records_len(uint32_t nr)
+static size_t records_len(uint32_t nr, size_t size)
 {
     /* Xen refuses more; don't lock what it will not touch. */
     if ( nr > XEN_BUSPROF_EXTRACT_MAX )
         nr = XEN_BUSPROF_EXTRACT_MAX;
 
-    return (size_t)nr * sizeof(struct xen_busprof_record);
+    return (size_t)nr * size;
 }
 
 /*
@@ -109,12 +109,15 @@ static unsigned int op_spans(unsigned int cmd, void *arg,
         break;
 
     case XEN_BUSPROF_extract:
+    case XEN_BUSPROF_extract_ext:
     {
         struct xen_busprof_extract *x = arg;
 
         s[0].len = sizeof(*x);
         s[1].p = x->buffer.p;
-        s[1].len = records_len(x->nr);
+        s[1].len = records_len(x->nr, cmd == XEN_BUSPROF_extract_ext
+                                      ? sizeof(struct xen_busprof_record_ext)
+                                      : sizeof(struct xen_busprof_record));
         break;
     }
 
@@ -137,7 +140,9 @@ static unsigned int op_spans(unsigned int cmd, void *arg,
 
         s[0].len = sizeof(*r);
         s[1].p = r->records.p;
-        s[1].len = records_len(r->nr);
+        s[1].len = records_len(r->nr, r->flags & XEN_BUSPROF_REPLY_EXT
+                                      ? sizeof(struct xen_busprof_record_ext)
+                                      : sizeof(struct xen_busprof_record));
         break;
     }
 

@@ -278,8 +278,8 @@ static long sim_op(struct bp_handle *h, unsigned int cmd, void *arg,
 {
     struct bp_sim_msg m;
     struct xen_busprof_extract *x = NULL;
-    struct xen_busprof_record *buf = NULL;
-    size_t rlen = 0;
+    void *buf = NULL;
+    size_t rlen = 0, rec_size = sizeof(struct xen_busprof_record);
     long rc;
 
     (void)h;
@@ -293,14 +293,16 @@ static long sim_op(struct bp_handle *h, unsigned int cmd, void *arg,
     if ( argsize ) /* pause and resume have no argument */
         memcpy(m.arg, arg, argsize);
 
-    if ( cmd == XEN_BUSPROF_extract )
+    /* The two extracts differ in the buffer's type only. */
+    if ( cmd == XEN_BUSPROF_extract || cmd == XEN_BUSPROF_extract_ext )
     {
         x = arg;
         buf = x->buffer.p;
+        if ( cmd == XEN_BUSPROF_extract_ext )
+            rec_size = sizeof(struct xen_busprof_record_ext);
     }
 
-    rc = sim_call(&m, NULL, 0, buf,
-                  x ? x->nr * sizeof(struct xen_busprof_record) : 0, &rlen);
+    rc = sim_call(&m, NULL, 0, buf, x ? x->nr * rec_size : 0, &rlen);
     if ( rc < 0 )
         return rc;
 
@@ -311,8 +313,8 @@ static long sim_op(struct bp_handle *h, unsigned int cmd, void *arg,
         /* The handle is ours, not the simulator's copy of it. */
         if ( x )
         {
-            set_xen_guest_handle(x->buffer, buf);
-            if ( rlen != x->nr * sizeof(struct xen_busprof_record) )
+            x->buffer.p = buf;
+            if ( rlen != x->nr * rec_size )
                 return -EPROTO;
         }
     }

@@ -300,6 +300,7 @@ class Core : public ::testing::Test {
         set_xen_guest_handle(h, static_cast<void*>(arg));
         return busprof_op(v, cmd, h);
     }
+    long op(struct vcpu* v, unsigned cmd, std::nullptr_t) { return op<void>(v, cmd, nullptr); }
 
     long policy(unsigned cmd, unsigned first, unsigned last, domid_t domid = kGuest) {
         xen_busprof_policy p{};
@@ -893,7 +894,7 @@ TEST_F(Core, UnknownSubOpsAreEOPNOTSUPP) {
     ready();
     uint8_t buf[512] = {};
     reinterpret_cast<domid_t*>(buf)[0] = kGuest;
-    for (unsigned cmd : {0u, 6u, 15u, 24u, 999u, 0xffffffffu}) {
+    for (unsigned cmd : {0u, 8u, 15u, 24u, 999u, 0xffffffffu}) {
         EXPECT_EQ(op(&dom0_v, cmd, buf), -EOPNOTSUPP) << "dom0, cmd " << cmd;
         EXPECT_EQ(op(&gv[0], cmd, buf), -EOPNOTSUPP) << "guest, cmd " << cmd;
     }
@@ -1369,7 +1370,7 @@ TEST_F(Extract, ReplyWithNrAboveTheMaximumIsEINVAL) {
     EXPECT_EQ(extract(x), -EAGAIN);
 }
 
-TEST_F(Extract, ReplyWithNonZeroPadsIsEINVAL) {
+TEST_F(Extract, ReplyWithNonZeroPadOrUnknownFlagIsEINVAL) {
     ready();
     auto x = req();
     auto m = post(x);
@@ -1382,11 +1383,154 @@ TEST_F(Extract, ReplyWithNonZeroPadsIsEINVAL) {
         if (which)
             r.pad1 = 1;
         else
-            r.pad0 = 1;
+            r.flags = XEN_BUSPROF_REPLY_EXT << 1;
         set_xen_guest_handle(r.records, recs.data());
-        EXPECT_EQ(op(&dom0_v, XEN_BUSPROF_extract_reply, &r), -EINVAL) << "pad" << which;
+        EXPECT_EQ(op(&dom0_v, XEN_BUSPROF_extract_reply, &r), -EINVAL) << "case " << which;
     }
     EXPECT_EQ(extract(x), -EAGAIN);
+}
+
+// ------------------------------------------------ interface 1.2: who made it
+
+TEST_F(Core, VersionSubOpSaysTheInterfaceToAnyDomain) {
+    EXPECT_EQ(op(&gv[0], XEN_BUSPROF_version, nullptr), XEN_BUSPROF_INTERFACE_VERSION);
+    EXPECT_EQ(op(&dom0_v, XEN_BUSPROF_version, nullptr), XEN_BUSPROF_INTERFACE_VERSION);
+    EXPECT_EQ(XEN_BUSPROF_INTERFACE_VERSION, 0x00010002u);
+}
+
+class ExtractExt : public Extract {
+  protected:
+    std::vector<xen_busprof_record_ext> ebuf;
+
+    void SetUp() override {
+        Extract::SetUp();
+        ebuf.resize(8);
+        std::memset(ebuf.data(), 0xaa, ebuf.size() * sizeof(ebuf[0]));
+    }
+
+    // The extended request: the same fields, the buffer extended records.
+    xen_busprof_extract_ext ereq(uint32_t nr = 4) {
+        xen_busprof_extract_ext x{};
+        x.first = 0x3f8;
+        x.last = 0x3ff;
+        x.nr = nr;
+        set_xen_guest_handle(x.buffer, ebuf.data());
+        return x;
+    }
+
+    long eextract(xen_busprof_extract_ext& x, unsigned vcpu = 0) {
+        return op(&gv[vcpu], XEN_BUSPROF_extract_ext, &x);
+    }
+
+    static std::vector<xen_busprof_record_ext> erecords(unsigned n) {
+        auto plain = records(n);
+        std::vector<xen_busprof_record_ext> r(n);
+        for (unsigned i = 0; i < n; i++) {
+            r[i] = {};
+            r[i].rec = plain[i];
+            r[i].rec.flags = XEN_BUSPROF_RECORD_WHO;
+            r[i].task = 0x1234000ull + 0x1000 * i;
+            r[i].pcpu = i + 1;
+        }
+        return r;
+    }
+
+    long ereply(uint64_t request, std::vector<xen_busprof_record_ext>& recs, uint64_t total) {
+        xen_busprof_extract_reply r{};
+        r.domid = kGuest;
+        r.flags = XEN_BUSPROF_REPLY_EXT;
+        r.request = request;
+        r.nr = static_cast<uint32_t>(recs.size());
+        r.total = total;
+        r.snapshot = 7;
+        set_xen_guest_handle(r.records, recs.data());
+        return op(&dom0_v, XEN_BUSPROF_extract_reply, &r);
+    }
+};
+
+TEST_F(ExtractExt, ExtendedReplyReachesAnExtendedRequestWhole) {
+    ready();
+    auto x = ereq();
+    EXPECT_EQ(eextract(x), -EAGAIN);
+    auto m = consume();
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].kind, XEN_BUSPROF_CTRL_extract);
+    auto recs = erecords(3);
+    ASSERT_EQ(ereply(m[0].seq, recs, 3), 0);
+    ASSERT_EQ(eextract(x), 0);
+    EXPECT_EQ(x.nr, 3u);
+    EXPECT_EQ(x.total, 3u);
+    for (unsigned i = 0; i < 3; i++) {
+        EXPECT_EQ(std::memcmp(&ebuf[i], &recs[i], sizeof(recs[i])), 0) << i;
+        EXPECT_EQ(ebuf[i].task, 0x1234000ull + 0x1000 * i);
+        EXPECT_EQ(ebuf[i].pcpu, i + 1);
+        EXPECT_TRUE(ebuf[i].rec.flags & XEN_BUSPROF_RECORD_WHO);
+    }
+    // Past nr, the buffer is the guest's, untouched.
+    std::vector<uint8_t> aa(sizeof(ebuf[3]), 0xaa);
+    EXPECT_EQ(std::memcmp(&ebuf[3], aa.data(), aa.size()), 0);
+}
+
+TEST_F(ExtractExt, ExtendedReplyReachesAPlainRequestAsPlainRecords) {
+    ready();
+    auto x = req();
+    auto m = post(x);
+    auto recs = erecords(3);
+    ASSERT_EQ(ereply(m.seq, recs, 3), 0);
+    ASSERT_EQ(extract(x), 0);
+    EXPECT_EQ(x.nr, 3u);
+    for (unsigned i = 0; i < 3; i++) {
+        xen_busprof_record want = recs[i].rec;
+        want.flags &= ~XEN_BUSPROF_RECORD_WHO; // plain records say nothing of who
+        EXPECT_EQ(std::memcmp(&buf[i], &want, sizeof(want)), 0) << i;
+        EXPECT_EQ(buf[i].flags, 0) << i;
+    }
+    // A plain buffer holds 64-byte records: nothing written past the third.
+    std::vector<uint8_t> aa(sizeof(buf[3]), 0xaa);
+    EXPECT_EQ(std::memcmp(&buf[3], aa.data(), aa.size()), 0);
+}
+
+TEST_F(ExtractExt, PlainReplyReachesAnExtendedRequestWithoutWho) {
+    ready();
+    auto x = ereq();
+    EXPECT_EQ(eextract(x), -EAGAIN);
+    auto m = consume();
+    ASSERT_EQ(m.size(), 1u);
+    auto recs = records(3);
+    recs[1].flags = XEN_BUSPROF_RECORD_WHO | XEN_BUSPROF_RECORD_CLOCK_SKEWED; // a stray bit
+    ASSERT_EQ(reply(m[0].seq, recs, 3, 5), 0);
+    ASSERT_EQ(eextract(x), 0);
+    EXPECT_EQ(x.nr, 3u);
+    for (unsigned i = 0; i < 3; i++) {
+        EXPECT_EQ(ebuf[i].rec.id, recs[i].id) << i;
+        EXPECT_EQ(ebuf[i].rec.port, recs[i].port) << i;
+        EXPECT_EQ(ebuf[i].task, 0u) << i;
+        EXPECT_EQ(ebuf[i].pcpu, 0u) << i;
+        EXPECT_FALSE(ebuf[i].rec.flags & XEN_BUSPROF_RECORD_WHO) << i;
+    }
+    EXPECT_EQ(ebuf[1].rec.flags, XEN_BUSPROF_RECORD_CLOCK_SKEWED);
+}
+
+TEST_F(ExtractExt, TheRepeatedCallMustBeTheSameSubOp) {
+    ready();
+    auto x = ereq();
+    EXPECT_EQ(eextract(x), -EAGAIN);
+    consume();
+    // The same arguments through the other sub-op are another request,
+    // refused while the first is pending.
+    auto p = req();
+    EXPECT_EQ(extract(p), -EBUSY);
+    EXPECT_EQ(eextract(x), -EAGAIN);
+}
+
+TEST_F(ExtractExt, ExtendedReplyLongerThanTheRequestIsEINVAL) {
+    ready();
+    auto x = ereq(2);
+    EXPECT_EQ(eextract(x), -EAGAIN);
+    auto m = consume();
+    ASSERT_EQ(m.size(), 1u);
+    auto recs = erecords(3);
+    EXPECT_EQ(ereply(m[0].seq, recs, 3), -EINVAL);
 }
 
 TEST_F(Extract, ReplyWithAPositiveStatusIsEINVAL) {

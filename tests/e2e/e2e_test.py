@@ -116,14 +116,24 @@ class Rig:
         return err
 
 
-# The simulator's wire protocol (xen-patches/shim/sim-proto.h).
+# The simulator's wire protocol (dom0-tool/sim/proto/sim-proto.h).
+# BP_SIM_VERSION, read from the wire protocol's header so they cannot drift.
+SIM_VERSION = int(re.search(
+    r"#define BP_SIM_VERSION\s+(\d+)",
+    open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                      "../../dom0-tool/sim/proto/sim-proto.h")).read()).group(1))
+# XEN_BUSPROF_INTERFACE_VERSION of the public header.
+XEN_BUSPROF_INTERFACE_VERSION = int(re.search(
+    r"#define XEN_BUSPROF_INTERFACE_VERSION\s+(0x[0-9a-fA-F]+)",
+    open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                      "../../xen-patches/xen/include/public/busprof.h")).read()).group(1), 16)
 SIM_MSG = struct.Struct("<IiIIHHHHIIIIIIQ32s192s")
 SIM_HELLO, SIM_HYPERCALL, SIM_PIO, SIM_LOOKUP = 1, 2, 3, 7
 ROLE_GUEST, ROLE_DOM0 = 1, 2
 
 
 def sim_msg(type, role=0, domid=0, port=0, size=0, dir=0, value=0):
-    return SIM_MSG.pack(type, 0, 1, role, domid, 0, 0, 0, 0, 0, port, size, dir, value, 0,
+    return SIM_MSG.pack(type, 0, SIM_VERSION, role, domid, 0, 0, 0, 0, 0, port, size, dir, value, 0,
                         b"", b"")
 
 
@@ -177,6 +187,14 @@ def pipeline_records_every_access(rig):
     db_cmos = query(rig.db, "SELECT count(*) FROM transactions WHERE port BETWEEN 112 AND 113")[0][0]
     assert got == {"uart": db_uart, "cmos": db_cmos}, (got, db_uart, db_cmos)
     assert db_uart == 600 and db_cmos == 800, (db_uart, db_cmos)
+    # Who made each access came back with it: one task, the one the DB holds.
+    who = {m[0]: (int(m[1]), int(m[2]), int(m[3], 16))
+           for m in re.findall(r"WHO (\w+): (\d+) of \d+ records, (\d+) tasks?, task (0x[0-9a-f]+)",
+                               r.stdout)}
+    db_task = query(rig.db, "SELECT DISTINCT task FROM transactions")
+    assert len(db_task) == 1 and db_task[0][0], db_task
+    assert who == {"uart": (600, 1, db_task[0][0]), "cmos": (800, 1, db_task[0][0])}, \
+        (who, db_task, r.stdout)
     bad = query(rig.db, "SELECT count(*) FROM transactions WHERE NOT (t_trap_ns <= t_bus_begin_ns"
                         " AND t_bus_begin_ns <= t_bus_end_ns AND t_bus_end_ns <= t_resume_ns)")[0][0]
     assert bad == 0, f"{bad} rows with timestamps out of order"
@@ -424,6 +442,36 @@ def pio_of_size_8_is_refused(rig):
     rig.stop_sim()  # and no UBSan report on its stderr
 
 
+def programs_built_for_interface_1_0_keep_their_records(rig):
+    # A program linked against libbusprof before records said who made
+    # each access gets its 64-byte records from bp_extract@VERS_1.0, not a
+    # byte past the room it gave; a new one gets task and pcpu.
+    rig.policy("0x3f8-0x3ff")
+    rig.start_daemon()
+    r = rig.guest([rig.exe("tests/e2e/busprof_abi10_guest"), "5"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "EXTRACT 6 needed 6" in r.stdout, r.stdout
+    assert "GUARD intact" in r.stdout, r.stdout
+    recs = re.findall(r"REC id (\d+) port (0x\w+) (\w+) value (0x\w+) flags (0x\w+) pad (\d+)",
+                      r.stdout)
+    want = [("0x3ff", "out", hex(0x40 + i)) for i in range(5)] + [("0x3ff", "in", "0x44")]
+    assert [(p, d, v) for _, p, d, v, _, _ in recs] == want, r.stdout
+    ids = [int(i) for i, *_ in recs]
+    assert ids == sorted(ids) and len(set(ids)) == 6, ids
+    assert all(f == "0x0" and pad == "0000" for *_, f, pad in recs), r.stdout
+    assert f"INTERFACE 0x{XEN_BUSPROF_INTERFACE_VERSION:08x}" in r.stdout, r.stdout
+    # The same rows, through the library of today: task and pcpu with them.
+    r = rig.sim_guest("extract", "1016", "1023")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "EXTRACT 6 records" in r.stdout, r.stdout
+    rig.stop_daemon()
+    db = query(rig.db, "SELECT id, task, pcpu FROM transactions ORDER BY id")
+    assert [i for i, _, _ in db] == ids, (db, ids)
+    assert len({t for _, t, _ in db}) == 1 and db[0][1], db
+    who = re.findall(r"who task (0x\w+) pcpu (\d+)", r.stdout)
+    assert who == [(hex(t), str(p)) for _, t, p in db], (who, db)
+
+
 def sockets_are_private_and_peers_checked(rig):
     # Started under umask 000, the sockets are still 0600.
     rig.close()
@@ -458,6 +506,7 @@ CASES = {f.__name__: f for f in [
     exited_threads_give_their_vcpus_back, closing_one_handle_keeps_the_other,
     many_connections_leave_no_threads_behind, guest_is_bound_to_its_sockets_domain,
     pio_of_size_8_is_refused, sockets_are_private_and_peers_checked,
+    programs_built_for_interface_1_0_keep_their_records,
     pipeline_records_every_access, policy_refuses_unallowed_ports, port_never_granted_is_refused,
     guest_completes_when_daemon_killed, guest_completes_when_daemon_hangs,
     session_commands_follow_state_machine, stop_after_records_trigger, two_daemons_cannot_attach]}

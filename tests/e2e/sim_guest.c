@@ -215,9 +215,15 @@ static int extract(unsigned int first, unsigned int last)
         check(-1, "bp_extract");
     printf("EXTRACT %zd records\n", n);
     for ( i = 0; i < n; i++ )
-        printf("0x%x %s 0x%x%s\n", recs[i].port,
-               recs[i].dir == BP_DIR_IN ? "in" : "out", recs[i].value,
+    {
+        printf("0x%x %s 0x%x", recs[i].port,
+               recs[i].dir == BP_DIR_IN ? "in" : "out", recs[i].value);
+        if ( recs[i].flags & BP_RECORD_WHO )
+            printf(" who task 0x%llx pcpu %u",
+                   (unsigned long long)recs[i].task, recs[i].pcpu);
+        printf("%s\n",
                recs[i].flags & BP_RECORD_PRE_TRIGGER ? " pre-trigger" : "");
+    }
     free(recs);
     bp_close(h);
     return 0;

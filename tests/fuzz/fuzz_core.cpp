@@ -230,10 +230,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                 w.last_extract = x;
                 w.extracted = true;
             }
-            std::vector<xen_busprof_record> buf(x.nr);
-            set_xen_guest_handle(x.buffer, buf.empty() ? nullptr : buf.data());
+            // Plain or extended records (interface 1.2): the buffer is
+            // sized for what the sub-op asks, so ASan sees an overrun.
+            bool ext = in.ConsumeBool();
+            size_t rec_size = ext ? sizeof(xen_busprof_record_ext) : sizeof(xen_busprof_record);
+            std::vector<uint8_t> buf(x.nr * rec_size);
+            set_xen_guest_handle(x.buffer, buf.empty()
+                                               ? nullptr
+                                               : reinterpret_cast<xen_busprof_record*>(buf.data()));
             uint32_t room = x.nr;
-            long rc = w.op(gv, XEN_BUSPROF_extract, &x);
+            long rc = w.op(gv, ext ? XEN_BUSPROF_extract_ext : XEN_BUSPROF_extract, &x);
             if (rc == 0 && x.nr > room)
                 fail("extract wrote more records than the room given", x.nr, room);
             break;
@@ -246,11 +252,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             r.total = in.ConsumeIntegral<uint64_t>();
             r.snapshot = in.ConsumeIntegral<uint64_t>();
             r.status = in.ConsumeBool() ? 0 : in.ConsumeIntegral<int32_t>();
-            r.pad0 = in.ConsumeProbability<float>() < 0.1f ? 1 : 0;
-            std::vector<xen_busprof_record> recs(r.nr);
+            r.flags = in.ConsumeProbability<float>() < 0.1f
+                          ? in.ConsumeIntegral<uint16_t>()
+                          : (in.ConsumeBool() ? XEN_BUSPROF_REPLY_EXT : 0);
+            // As many bytes as the flags say the records take.
+            bool ext = r.flags & XEN_BUSPROF_REPLY_EXT;
+            std::vector<xen_busprof_record_ext> erecs(ext ? r.nr : 0);
+            std::vector<xen_busprof_record> recs(ext ? 0 : r.nr);
+            for (auto& rec : erecs) {
+                rec.rec.port = port(in);
+                rec.task = in.ConsumeIntegral<uint64_t>();
+            }
             for (auto& rec : recs)
                 rec.port = port(in);
-            set_xen_guest_handle(r.records, recs.empty() ? nullptr : recs.data());
+            void* p = ext ? static_cast<void*>(erecs.data()) : static_cast<void*>(recs.data());
+            set_xen_guest_handle(r.records, r.nr ? p : nullptr);
             w.op(&w.dom0_v, XEN_BUSPROF_extract_reply, &r);
             break;
         }

@@ -157,8 +157,7 @@ class FakeHypervisor : public Hypervisor {
     explicit FakeHypervisor(std::unique_ptr<FakeChannel> ch) : ch_(std::move(ch)) {}
     std::string name() const override { return "fake"; }
     DomainInfo lookup(const std::string& dom) override { return {kDomid, dom, kVcpus}; }
-    MOCK_METHOD(Status, op, (unsigned, void*, size_t, const xen_busprof_record*, size_t),
-                (override));
+    MOCK_METHOD(Status, op, (unsigned, void*, size_t, const void*, size_t), (override));
     std::unique_ptr<Channel> attach(const DomainInfo&, unsigned) override { return std::move(ch_); }
 
   private:
@@ -233,7 +232,7 @@ class DaemonTest : public ::testing::Test {
         explicit Forward(std::shared_ptr<Hypervisor> h) : h(std::move(h)) {}
         std::string name() const override { return h->name(); }
         DomainInfo lookup(const std::string& d) override { return h->lookup(d); }
-        Status op(unsigned c, void* a, size_t s, const xen_busprof_record* r, size_t n) override {
+        Status op(unsigned c, void* a, size_t s, const void* r, size_t n) override {
             return h->op(c, a, s, r, n);
         }
         std::unique_ptr<Channel> attach(const DomainInfo& d, unsigned t) override {
@@ -329,26 +328,47 @@ TEST_F(DaemonTest, AnAccessXenGaveUpOnLeavesTheBusAlone) {
     EXPECT_EQ(scalar("SELECT count(*) FROM events WHERE kind = 'timeout'"), 1);
 }
 
+// What the daemon handed Xen for an extract, decoded by the reply's flags.
+struct ReplySeen {
+    uint64_t request = 0;
+    uint32_t nr = 0;
+    uint16_t flags = 0;
+    size_t bytes = 0;
+    std::vector<xen_busprof_record_ext> recs; // plain ones widened, task 0
+};
+
+static ReplySeen decode_reply(void* arg, const void* recs, size_t bytes) {
+    ReplySeen r;
+    auto* rep = static_cast<xen_busprof_extract_reply*>(arg);
+    r.request = rep->request;
+    r.nr = rep->nr;
+    r.flags = rep->flags;
+    r.bytes = bytes;
+    for (uint32_t i = 0; i < rep->nr; i++) {
+        xen_busprof_record_ext e{};
+        if (rep->flags & XEN_BUSPROF_REPLY_EXT)
+            std::memcpy(&e, static_cast<const xen_busprof_record_ext*>(recs) + i, sizeof(e));
+        else
+            std::memcpy(&e.rec, static_cast<const xen_busprof_record*>(recs) + i, sizeof(e.rec));
+        r.recs.push_back(e);
+    }
+    return r;
+}
+
 // The guest's extract is answered by the writer thread, which owns the DB,
-// never by the thread that serves the guest's accesses.
+// never by the thread that serves the guest's accesses; a Xen of interface
+// 1.2 gets extended records that say who made each access.
 TEST_F(DaemonTest, TheWriterAnswersAnExtractNotTheIoreqThread) {
     EXPECT_CALL(*bus, grant(0x2f8, 0x2ff));
     EXPECT_CALL(*bus, access(0x2fc, 1u, true, _)).Times(3);
     std::promise<std::thread::id> answered_on;
-    std::vector<uint32_t> values;
-    uint64_t request = 0;
-    uint32_t nr = 0;
+    ReplySeen seen;
     EXPECT_CALL(*hv, op(XEN_BUSPROF_extract_reply, _, _, _, _))
-        .WillOnce(Invoke(
-            [&](unsigned, void* arg, size_t, const xen_busprof_record* recs, size_t n) -> Status {
-                auto* rep = static_cast<xen_busprof_extract_reply*>(arg);
-                request = rep->request;
-                nr = rep->nr;
-                for (size_t i = 0; i < n; i++)
-                    values.push_back(recs[i].value);
-                answered_on.set_value(std::this_thread::get_id());
-                return Ok{};
-            }));
+        .WillOnce(Invoke([&](unsigned, void* arg, size_t, const void* recs, size_t n) -> Status {
+            seen = decode_reply(arg, recs, n);
+            answered_on.set_value(std::this_thread::get_id());
+            return Ok{};
+        }));
     start();
     chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
     for (uint32_t i = 0; i < 3; i++) {
@@ -364,9 +384,48 @@ TEST_F(DaemonTest, TheWriterAnswersAnExtractNotTheIoreqThread) {
     EXPECT_EQ(finish(), EXIT_SUCCESS); // the daemon owned the channel
 
     EXPECT_NE(on, run_thread);
-    EXPECT_EQ(request, asked);
-    EXPECT_EQ(nr, 3u);
-    EXPECT_EQ(values, (std::vector<uint32_t>{0x10, 0x11, 0x12}));
+    EXPECT_EQ(seen.request, asked);
+    EXPECT_EQ(seen.flags, XEN_BUSPROF_REPLY_EXT);
+    ASSERT_EQ(seen.nr, 3u);
+    EXPECT_EQ(seen.bytes, 3 * sizeof(xen_busprof_record_ext));
+    for (uint32_t i = 0; i < 3; i++) {
+        EXPECT_EQ(seen.recs[i].rec.value, 0x10 + i);
+        EXPECT_EQ(seen.recs[i].rec.flags, XEN_BUSPROF_RECORD_WHO);
+        EXPECT_EQ(seen.recs[i].task, 4242u); // FakeChannel::send's who[]
+    }
+}
+
+// A Xen before 1.2 takes only plain records, which say nothing of who.
+TEST_F(DaemonTest, AnOlderXenGetsPlainRecords) {
+    chan->page->version = 0x00010001;
+    EXPECT_CALL(*bus, grant(0x2f8, 0x2ff));
+    EXPECT_CALL(*bus, access(0x2fc, 1u, true, _)).Times(2);
+    std::promise<void> answered;
+    ReplySeen seen;
+    EXPECT_CALL(*hv, op(XEN_BUSPROF_extract_reply, _, _, _, _))
+        .WillOnce(Invoke([&](unsigned, void* arg, size_t, const void* recs, size_t n) -> Status {
+            seen = decode_reply(arg, recs, n);
+            answered.set_value();
+            return Ok{};
+        }));
+    start();
+    chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
+    for (uint32_t i = 0; i < 2; i++) {
+        chan->send(0, 0x2fc, true, 0x20 + i);
+        chan->resume(0);
+    }
+    chan->post(XEN_BUSPROF_CTRL_extract, 0x2f8, 0x2ff);
+    chan->report({Channel::Ev::ring, 0});
+    auto f = answered.get_future();
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    EXPECT_EQ(finish(), EXIT_SUCCESS);
+    EXPECT_EQ(seen.flags, 0);
+    ASSERT_EQ(seen.nr, 2u);
+    EXPECT_EQ(seen.bytes, 2 * sizeof(xen_busprof_record));
+    for (uint32_t i = 0; i < 2; i++) {
+        EXPECT_EQ(seen.recs[i].rec.value, 0x20 + i);
+        EXPECT_EQ(seen.recs[i].rec.flags & XEN_BUSPROF_RECORD_WHO, 0);
+    }
 }
 
 // Control messages lost to a full ring: the daemon reads Xen's trap table

@@ -29,16 +29,20 @@ struct FakeXen {
     // What extract hands back: `total` records in the snapshot, numbered 1..
     uint64_t total = 0;
     uint64_t snapshot = 7;
-    std::deque<long> script; // results to return first (e.g. -EAGAIN), then 0
+    long version = -EOPNOTSUPP; // what XEN_BUSPROF_version says: a Xen before 1.2
+    std::deque<long> script;    // results to return first (e.g. -EAGAIN), then 0
     uint64_t now = 0;
     uint64_t slept_us = 0;
     std::vector<Call> calls;
 
     long op(unsigned int cmd, void* arg) {
         Call c{cmd};
+        if (cmd == XEN_BUSPROF_version)
+            return version;
+        bool extract = cmd == XEN_BUSPROF_extract || cmd == XEN_BUSPROF_extract_ext;
         if (cmd == XEN_BUSPROF_start_trap || cmd == XEN_BUSPROF_stop_trap)
             std::memcpy(&c.trap, arg, sizeof(c.trap));
-        if (cmd == XEN_BUSPROF_extract)
+        if (extract)
             std::memcpy(&c.extract, arg, sizeof(c.extract));
         calls.push_back(c);
         if (!script.empty()) {
@@ -47,13 +51,22 @@ struct FakeXen {
             if (rc)
                 return rc;
         }
-        if (cmd == XEN_BUSPROF_extract) {
+        if (extract) {
             auto* x = static_cast<xen_busprof_extract*>(arg);
             uint64_t n = 0;
             for (uint64_t i = x->offset; i < total && n < x->nr; i++, n++) {
-                xen_busprof_record r{};
-                r.id = i + 1;
-                std::memcpy(x->buffer.p + n, &r, sizeof(r));
+                xen_busprof_record_ext r{};
+                r.rec.id = i + 1;
+                r.rec.port = static_cast<uint16_t>(0x2f8 + i % 8);
+                r.rec.flags = XEN_BUSPROF_RECORD_WHO;
+                r.task = 0x10000 * (i + 1);
+                r.pcpu = static_cast<uint32_t>(i % 2);
+                // Xen writes the form the sub-op asked for.
+                if (cmd == XEN_BUSPROF_extract_ext)
+                    std::memcpy(reinterpret_cast<xen_busprof_record_ext*>(x->buffer.p) + n, &r,
+                                sizeof(r));
+                else
+                    std::memcpy(x->buffer.p + n, &r.rec, sizeof(r.rec));
             }
             x->nr = static_cast<uint32_t>(n);
             x->total = total;
@@ -72,7 +85,7 @@ struct FakeXen {
                           x->slept_us += us;
                           x->now += uint64_t{us} * 1000;
                       },
-                      this};
+                      this, 0};
     }
 };
 
@@ -116,6 +129,63 @@ TEST(KmodCore, VersionCheckWantsTheSameMajorAndNoNewerMinor) {
     EXPECT_EQ(bp_core_version_check(0x00010001, 0x00020001), -EPROTONOSUPPORT);
     // what bp_check_version() asks busprof.ko built from this tree
     EXPECT_EQ(bp_core_version_check(XEN_BUSPROF_INTERFACE_VERSION, BP_INTERFACE_VERSION), 0);
+}
+
+TEST(KmodCore, XenVersionIsZeroBefore12AndRefusesAnotherMajor) {
+    FakeXen xen;
+    bp_env e = xen.env();
+    EXPECT_EQ(bp_core_xen_version(&e), 0); // -EOPNOTSUPP: older than 1.2
+    xen.version = 0x00010002;
+    EXPECT_EQ(bp_core_xen_version(&e), 0x00010002);
+    xen.version = 0x00010007;
+    EXPECT_EQ(bp_core_xen_version(&e), 0x00010007);
+    xen.version = 0x00020000;
+    EXPECT_EQ(bp_core_xen_version(&e), -EPROTONOSUPPORT);
+    xen.version = -ENOSYS;
+    EXPECT_EQ(bp_core_xen_version(&e), -ENOSYS);
+}
+
+// A Xen of 1.2: the extended sub-op, whose records say who made each access.
+TEST(KmodCore, ExtractOfA12XenHandsBackTaskAndPcpu) {
+    FakeXen xen;
+    xen.total = 1500; // two chunks
+    bp_env e = xen.env();
+    e.xen_version = 0x00010002;
+    std::vector<bp_record> recs(1600);
+    size_t needed = 0;
+    ASSERT_EQ(bp_core_extract(&e, 0x2f8, 0x2ff, recs.data(), recs.size(), &needed), 1500);
+    EXPECT_EQ(needed, 1500u);
+    ASSERT_EQ(xen.calls.size(), 2u);
+    for (auto& c : xen.calls)
+        EXPECT_EQ(c.cmd, unsigned{XEN_BUSPROF_extract_ext});
+    for (uint64_t i = 0; i < 1500; i++) {
+        ASSERT_EQ(recs[i].id, i + 1);
+        ASSERT_EQ(recs[i].task, 0x10000 * (i + 1));
+        ASSERT_EQ(recs[i].pcpu, i % 2);
+        ASSERT_EQ(recs[i].flags, BP_RECORD_WHO);
+    }
+}
+
+// A Xen before 1.2: plain records, widened in place, nothing said of who.
+TEST(KmodCore, ExtractOfAnOlderXenWidensPlainRecordsInPlace) {
+    FakeXen xen;
+    xen.total = 1500;
+    bp_env e = xen.env();
+    std::vector<bp_record> recs(1600);
+    std::memset(recs.data(), 0xaa, recs.size() * sizeof(recs[0]));
+    ASSERT_EQ(bp_core_extract(&e, 0x2f8, 0x2ff, recs.data(), recs.size(), nullptr), 1500);
+    ASSERT_EQ(xen.calls.size(), 2u);
+    for (auto& c : xen.calls)
+        EXPECT_EQ(c.cmd, unsigned{XEN_BUSPROF_extract});
+    for (uint64_t i = 0; i < 1500; i++) {
+        ASSERT_EQ(recs[i].id, i + 1);
+        ASSERT_EQ(recs[i].port, 0x2f8 + i % 8);
+        ASSERT_EQ(recs[i].task, 0u);
+        ASSERT_EQ(recs[i].pcpu, 0u);
+        ASSERT_EQ(recs[i].pad2, 0u);
+        ASSERT_EQ(recs[i].flags, 0); // the plain record's WHO bit means nothing
+    }
+    EXPECT_EQ(recs[1500].id, 0xaaaaaaaaaaaaaaaaull); // past the count: untouched
 }
 
 TEST(KmodCore, PauseAsksAgainWhileTheControlRingIsFull) {

@@ -77,7 +77,7 @@ TEST_F(WriterTest, ExtractSeesEveryRecordQueuedBeforeIt) {
     EXPECT_EQ(r.total, 300u);
     ASSERT_EQ(r.records.size(), 300u);
     for (uint32_t i = 0; i < 300; i++)
-        EXPECT_EQ(r.records[i].value, i);
+        EXPECT_EQ(r.records[i].rec.value, i);
     ASSERT_TRUE(w.flush());
     EXPECT_EQ(scalar("SELECT count(*) FROM transactions"), 350);
 }
@@ -157,12 +157,42 @@ TEST_F(WriterTest, AClockSkewedRecordIsStoredAndExtractedAsSuch) {
     ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
     ExtractResult r = f.get();
     ASSERT_EQ(r.records.size(), 2u);
-    EXPECT_EQ(r.records[0].flags, 0);
-    EXPECT_EQ(r.records[1].flags, XEN_BUSPROF_RECORD_CLOCK_SKEWED);
-    EXPECT_EQ(r.records[1].t_trap_ns, 25u); // as measured
+    EXPECT_EQ(r.records[0].rec.flags, 0);
+    EXPECT_EQ(r.records[1].rec.flags, XEN_BUSPROF_RECORD_CLOCK_SKEWED);
+    EXPECT_EQ(r.records[1].rec.t_trap_ns, 25u); // as measured
     ASSERT_TRUE(w.flush());
     EXPECT_EQ(scalar("SELECT sum(clock_skewed) FROM transactions WHERE value = 2"), 1);
     EXPECT_EQ(scalar("SELECT sum(clock_skewed) FROM transactions WHERE value = 1"), 0);
+}
+
+// Who made an access reaches the extract with it, and only where it was
+// known (task and pcpu come with Xen's stamp).
+TEST_F(WriterTest, AnExtractSaysWhoMadeEachAccessWhereKnown) {
+    Writer w(db_, 64);
+    std::promise<ExtractResult> got;
+    w.on_extract([&](const ExtractRequest&, ExtractResult& r) { got.set_value(r); });
+    uint32_t s = w.begin_session(row());
+    Record a = rec(s, 0x3f8, 1), b = rec(s, 0x3f9, 2);
+    a.who_known = true;
+    a.task = 0x1a2b3000;
+    a.pcpu = 3;
+    b.who_known = false;
+    ASSERT_TRUE(w.push(a));
+    ASSERT_TRUE(w.push(b));
+    w.request_extract(extract(s, 0x3f8, 0x3ff));
+    auto f = got.get_future();
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    ExtractResult r = f.get();
+    ASSERT_EQ(r.records.size(), 2u);
+    EXPECT_EQ(r.records[0].rec.flags, XEN_BUSPROF_RECORD_WHO);
+    EXPECT_EQ(r.records[0].task, 0x1a2b3000u);
+    EXPECT_EQ(r.records[0].pcpu, 3u);
+    EXPECT_EQ(r.records[1].rec.flags, 0);
+    EXPECT_EQ(r.records[1].task, 0u);
+    EXPECT_EQ(r.records[1].pcpu, 0u);
+    ASSERT_TRUE(w.flush());
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions WHERE task = 439037952 AND pcpu = 3"), 1);
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions WHERE task IS NULL AND pcpu IS NULL"), 1);
 }
 
 // Another connection holds the write lock: nothing the producer does

@@ -21,7 +21,7 @@
 
 #include <stdint.h>
 
-#define BP_SIM_VERSION          1
+#define BP_SIM_VERSION          2
 #define BP_SIM_ARG_MAX          192   /* >= every busprof_op argument */
 #define BP_SIM_NAME_MAX         32
 
@@ -54,7 +54,7 @@ struct bp_sim_msg {
     uint16_t nr_vcpus;
     uint16_t ioservid;
     uint32_t cmd;              /* HYPERCALL: sub-op */
-    uint32_t nr;               /* records following this header */
+    uint32_t nr;               /* records following this header (below) */
     uint32_t port;             /* PIO: port; BIND_EVTCHN: event channel */
     uint32_t size;             /* PIO: 1, 2 or 4 */
     uint32_t dir;              /* PIO: XEN_BUSPROF_DIR_* */
@@ -62,7 +62,11 @@ struct bp_sim_msg {
     uint64_t rip;              /* PIO: guest RIP */
     char name[BP_SIM_NAME_MAX];
     uint8_t arg[BP_SIM_ARG_MAX];
-    /* followed by nr struct xen_busprof_record */
+    /*
+     * followed by nr records: struct xen_busprof_record_ext for the sub-op
+     * XEN_BUSPROF_extract_ext and for an extract_reply with
+     * XEN_BUSPROF_REPLY_EXT, struct xen_busprof_record otherwise
+     */
 };
 
 #endif /* BUSPROF_SIM_PROTO_H */

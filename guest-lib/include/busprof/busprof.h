@@ -50,8 +50,21 @@ typedef struct bp_handle bp_handle;
 /* Served before recording started, kept by the profiler's pre-trigger
  * window (busprof daemon --pre-trigger N; transactions.pre_trigger). */
 #define BP_RECORD_PRE_TRIGGER 0x02
+/* task and pcpu say who made the access (transactions.task and .pcpu).
+ * Without it they are 0: the profiler had no stamp of it, or the
+ * hypervisor is older than interface 1.2 (bp_interface_version). */
+#define BP_RECORD_WHO         0x04
 
-/* One transaction; the same layout as struct xen_busprof_record. */
+/*
+ * The busprof hypervisor interface this header describes
+ * (XEN_BUSPROF_INTERFACE_VERSION): major in the high 16 bits, minor in the
+ * low 16.  1.2: bp_record's task and pcpu, bp_interface_version.
+ */
+#define BP_INTERFACE_VERSION 0x00010002
+
+/* One transaction; the same layout as struct xen_busprof_record_ext.
+ * Programs built against libbusprof before 1.2 (without task and pcpu)
+ * keep their own, shorter record: bp_extract is versioned. */
 struct bp_record {
     uint64_t id;             /* transaction id in the trace DB */
     uint64_t rip;            /* RIP of the IN/OUT instruction */
@@ -67,12 +80,24 @@ struct bp_record {
     uint8_t status;          /* BP_STATUS_* */
     uint8_t flags;           /* BP_RECORD_* */
     uint8_t pad[4];
+    uint64_t task;           /* BP_RECORD_WHO: on Xen the guest's page-table
+                                base (CR3) during the access, which names
+                                the process; on the simulator its thread id */
+    uint32_t pcpu;           /* BP_RECORD_WHO: the physical CPU the vCPU
+                                ran on */
+    uint32_t pad2;
 };
 
-/* flags must be 0.  Errors: EINVAL, ENOENT (no backend), what the backend
- * reports (ECONNREFUSED: simulator not running; EACCES: privcmd is
- * restricted in this domU, load xen-privcmd with unrestricted=1; ...). */
+/* flags must be 0.  Errors: EINVAL, ENOENT (no backend), EPROTONOSUPPORT
+ * (the hypervisor speaks another major version of the busprof interface),
+ * what the backend reports (ECONNREFUSED: simulator not running; EACCES:
+ * privcmd is restricted in this domU, load xen-privcmd with
+ * unrestricted=1; ...). */
 bp_handle *bp_open(unsigned int flags);
+/* The busprof interface version of the hypervisor behind h (as
+ * BP_INTERFACE_VERSION), or 0 for one older than 1.2, which does not say
+ * and whose records carry no BP_RECORD_WHO. */
+unsigned int bp_interface_version(const bp_handle *h);
 /* Closes h (NULL is fine).  Returns 0. */
 int bp_close(bp_handle *h);
 

@@ -19,7 +19,8 @@ Exit 0 only if, for every guest:
     access; its markers say dom0 trapped and untrapped COM2 (origin 'dom0', no vCPU)
     and the driver's say the guest trapped (origin 'guest');
   - each program's accesses name one page-table base as their task (one
-    process made them) and a physical CPU;
+    process made them) and a physical CPU, and the driver's bp_extract handed
+    it back the same task with every record (its WHO line);
   - with --kmod: the example driver module (busprof-kexample.ko, after the
     example driver, in a session of its own) printed its OK line, and its
     session holds exactly the transactions it extracted, each ok, on COM2's
@@ -79,6 +80,17 @@ def check_guest(db, outdir, name, kmod):
     if other:
         problems.append(f"{other} transactions with a wrong domid or vCPU, no RIP or not ok")
     problems += check_who(db, sid, "the driver's")
+    # The driver's own view of who: bp_extract's task and pcpu (interface 1.2).
+    w = re.search(r"WHO uart: (\d+) of (\d+) records, (\d+) tasks?, task 0x([0-9a-f]+), "
+                  r"pcpu (\d+)-(\d+)", log)
+    db_task = db.execute("SELECT DISTINCT task FROM transactions WHERE session_id = ? AND"
+                         " port BETWEEN 760 AND 767", (sid,)).fetchall()
+    if not w:
+        problems.append("no WHO line from the driver (bp_extract's task and pcpu)")
+    elif (int(w.group(1)), int(w.group(3))) != (n, 1) or \
+            [(int(w.group(4), 16),)] != [((t or 0) & 0xffffffffffffffff,) for t, in db_task]:
+        problems.append(f"bp_extract's who ({w.group(0)}) is not the DB's: {n} records, tasks"
+                        f" {[hex((t or 0) & 0xffffffffffffffff) for t, in db_task]}")
     plain_problems, plain_sid, firmware = check_plain(db, sid, domid)
     problems += plain_problems
     if plain_sid is not None:
@@ -128,14 +140,16 @@ def check_kmod(db, sid, domid, log):
 
 def check_who(db, sid, whose, from_id=0):
     """Who made the accesses (task, pcpu): one user process made them, so one
-    page-table base (CR3 without its PCID and flag bits), and a physical CPU."""
+    page-table base as the task (Xen drops CR3's PCID and flag bits, which
+    vary for one process), and a physical CPU."""
     problems = []
     rows = db.execute("SELECT task, pcpu FROM transactions WHERE session_id = ? AND id >= ?",
                       (sid, from_id)).fetchall()
-    bases = {(t or 0) & 0x000ffffffffff000 for t, _ in rows}
-    if len(bases) != 1 or 0 in bases:
-        problems.append(f"{whose} accesses name {len(bases)} page-table bases as their task"
-                        f" ({', '.join(hex(b) for b in sorted(bases)[:4])}), not one process's")
+    tasks = {(t or 0) & 0xffffffffffffffff for t, _ in rows}
+    if len(tasks) != 1 or 0 in tasks or any(t & 0xfff for t in tasks):
+        problems.append(f"{whose} accesses name {len(tasks)} tasks"
+                        f" ({', '.join(hex(b) for b in sorted(tasks)[:4])}), not one process's"
+                        " page-table base")
     if any(p is None or not 0 <= p < 4096 for _, p in rows):
         problems.append(f"{whose} accesses without a physical CPU")
     return problems

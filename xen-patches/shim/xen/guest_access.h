@@ -11,6 +11,11 @@
 #include <xen/types.h>
 #include <public/xen.h>
 
+#define guest_handle_cast(hnd, type) ({                                  \
+    type *_x = (hnd).p;                                                  \
+    (XEN_GUEST_HANDLE(type)) { _x };                                     \
+})
+
 #define copy_from_guest(ptr, hnd, nr) ({                                 \
     const void *_s = (hnd).p;                                            \
     _s ? (memcpy(ptr, _s, sizeof(*(ptr)) * (nr)), 0) : -1;               \

@@ -8,6 +8,7 @@
 #include <xen/types.h>
 
 #define ASSERT(p) assert(p)
+#define BUILD_BUG_ON(cond) _Static_assert(!(cond), #cond)
 #define min_t(t, a, b) ((t)(a) < (t)(b) ? (t)(a) : (t)(b))
 #define max_t(t, a, b) ((t)(a) > (t)(b) ? (t)(a) : (t)(b))
 #define ACCESS_ONCE(x) (*(volatile __typeof__(x) *)&(x))

@@ -38,9 +38,10 @@ extern "C" {
 /*
  * The busprof interface (XEN_BUSPROF_INTERFACE_VERSION of public/busprof.h)
  * this header describes: major in the high 16 bits, minor in the low 16.
- * 1.1 added bp_pause and bp_resume and BP_RECORD_PRE_TRIGGER.
+ * 1.1 added bp_pause and bp_resume and BP_RECORD_PRE_TRIGGER; 1.2 the
+ * record's task and pcpu (BP_RECORD_WHO).
  */
-#define BP_INTERFACE_VERSION 0x00010001
+#define BP_INTERFACE_VERSION 0x00010002
 
 #define BP_DIR_OUT 0
 #define BP_DIR_IN 1
@@ -52,9 +53,16 @@ extern "C" {
 #define BP_RECORD_CLOCK_SKEWED 0x01
 /* Served before recording started, kept by the pre-trigger window. */
 #define BP_RECORD_PRE_TRIGGER 0x02
+/* task and pcpu say who made the access; without it they are 0 (no stamp,
+ * or a Xen older than interface 1.2). */
+#define BP_RECORD_WHO 0x04
 
-/* One transaction: the layout of struct xen_busprof_record and of
- * libbusprof's struct bp_record. */
+/*
+ * One transaction: the layout of struct xen_busprof_record_ext and of
+ * libbusprof's struct bp_record.  The record grew in 1.2: with
+ * CONFIG_MODVERSIONS, a module built against an older header is refused
+ * at load (bp_extract's symbol CRC changed with it).
+ */
 struct bp_record {
 	uint64_t id;		/* transaction id in the trace DB */
 	uint64_t rip;		/* RIP of the IN/OUT instruction */
@@ -70,6 +78,10 @@ struct bp_record {
 	uint8_t status;		/* BP_STATUS_* */
 	uint8_t flags;		/* BP_RECORD_* */
 	uint8_t pad[4];
+	uint64_t task;		/* BP_RECORD_WHO: the page-table base (CR3)
+				 * during the access: the process */
+	uint32_t pcpu;		/* BP_RECORD_WHO: the physical CPU */
+	uint32_t pad2;
 };
 
 /*

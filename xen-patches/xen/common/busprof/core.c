@@ -245,28 +245,83 @@ static int pause_resume(struct vcpu *v, bool pause)
 
 static bool extract_matches(const struct busprof_domain *bd,
                             const struct vcpu *v,
-                            const struct xen_busprof_extract *x)
+                            const struct xen_busprof_extract *x, bool ext)
 {
-    return bd->extract.vcpu == v->vcpu_id &&
+    return bd->extract.vcpu == v->vcpu_id && bd->extract.ext == ext &&
            bd->extract.first == x->first && bd->extract.last == x->last &&
            bd->extract.nr == x->nr && bd->extract.offset == x->offset &&
            bd->extract.snapshot == x->snapshot;
 }
 
-static int extract(struct vcpu *v, XEN_GUEST_HANDLE_PARAM(void) arg)
+/*
+ * Pack extended records into plain ones, in place: record i moves down from
+ * offset i * sizeof(ext) to i * sizeof(plain), so nothing is overwritten
+ * before it is read.  A plain record says nothing of who made the access,
+ * so it does not carry XEN_BUSPROF_RECORD_WHO either.
+ */
+static void records_to_plain(struct xen_busprof_record_ext *ext,
+                             unsigned int nr)
+{
+    struct xen_busprof_record *plain = (struct xen_busprof_record *)ext;
+    unsigned int i;
+
+    for ( i = 0; i < nr; i++ )
+    {
+        memmove(&plain[i], &ext[i].rec, sizeof(plain[i]));
+        plain[i].flags &= ~XEN_BUSPROF_RECORD_WHO;
+        memset(plain[i].pad, 0, sizeof(plain[i].pad));
+    }
+}
+
+/*
+ * The reverse, for the plain records of a profiler older than interface
+ * 1.2: from the last down, so that no record is overwritten before it is
+ * read.  They say nothing of who made the access.
+ */
+static void records_to_ext(struct xen_busprof_record_ext *ext,
+                           unsigned int nr)
+{
+    const struct xen_busprof_record *plain =
+        (const struct xen_busprof_record *)ext;
+    unsigned int i;
+
+    for ( i = nr; i-- > 0; )
+    {
+        memmove(&ext[i].rec, &plain[i], sizeof(ext[i].rec));
+        ext[i].rec.flags &= ~XEN_BUSPROF_RECORD_WHO;
+        ext[i].task = 0;
+        ext[i].pcpu = 0;
+        ext[i].pad = 0;
+    }
+}
+
+/*
+ * XEN_BUSPROF_extract (ext false) and XEN_BUSPROF_extract_ext (ext true):
+ * their arguments differ only in the type of buffer.
+ */
+static int extract(struct vcpu *v, XEN_GUEST_HANDLE_PARAM(void) arg,
+                   bool ext)
 {
     struct domain *d = v->domain;
     struct busprof_domain *bd = busprof_get(d, false);
-    struct xen_busprof_extract x;
-    struct xen_busprof_record *records = NULL;
+    /* The two arguments differ only in the type of buffer. */
+    union {
+        struct xen_busprof_extract plain;
+        struct xen_busprof_extract_ext ext;
+    } u;
+    struct xen_busprof_extract *x = &u.plain;
+    struct xen_busprof_record_ext *records = NULL;
     bool answered = false;
     s_time_t timeout;
     int rc;
 
-    if ( copy_from_guest(&x, arg, 1) )
+    BUILD_BUG_ON(sizeof(struct xen_busprof_extract) !=
+                 sizeof(struct xen_busprof_extract_ext));
+
+    if ( copy_from_guest(x, arg, 1) )
         return -EFAULT;
 
-    if ( x.first > x.last || x.nr > XEN_BUSPROF_EXTRACT_MAX )
+    if ( x->first > x->last || x->nr > XEN_BUSPROF_EXTRACT_MAX )
         return -EINVAL;
     if ( !bd )
         return -ENXIO;
@@ -280,7 +335,7 @@ static int extract(struct vcpu *v, XEN_GUEST_HANDLE_PARAM(void) arg)
     timeout = MILLISECS(bd->timeout_ms) * BUSPROF_EXTRACT_TIMEOUTS;
 
     if ( bd->extract.state != BUSPROF_EXTRACT_IDLE &&
-         !extract_matches(bd, v, &x) )
+         !extract_matches(bd, v, x, ext) )
     {
         /* Someone else's request; take over one its owner abandoned. */
         rc = -EBUSY;
@@ -295,16 +350,17 @@ static int extract(struct vcpu *v, XEN_GUEST_HANDLE_PARAM(void) arg)
         rc = -EAGAIN;
         if ( ctrl_ring_full(bd) )
             goto out;
-        ctrl_post(d, bd, XEN_BUSPROF_CTRL_extract, v->vcpu_id, 0, x.first,
-                  x.last, x.nr, x.offset, x.snapshot);
+        ctrl_post(d, bd, XEN_BUSPROF_CTRL_extract, v->vcpu_id, 0, x->first,
+                  x->last, x->nr, x->offset, x->snapshot);
         bd->extract.state = BUSPROF_EXTRACT_POSTED;
         bd->extract.seq = bd->ctrl_seq;
         bd->extract.vcpu = v->vcpu_id;
-        bd->extract.first = x.first;
-        bd->extract.last = x.last;
-        bd->extract.nr = x.nr;
-        bd->extract.offset = x.offset;
-        bd->extract.snapshot = x.snapshot;
+        bd->extract.ext = ext;
+        bd->extract.first = x->first;
+        bd->extract.last = x->last;
+        bd->extract.nr = x->nr;
+        bd->extract.offset = x->offset;
+        bd->extract.snapshot = x->snapshot;
         bd->extract.posted = NOW();
         goto out;
 
@@ -319,9 +375,9 @@ static int extract(struct vcpu *v, XEN_GUEST_HANDLE_PARAM(void) arg)
 
     case BUSPROF_EXTRACT_ANSWERED:
         rc = bd->extract.status;
-        x.nr = bd->extract.nr_out;
-        x.total = bd->extract.total;
-        x.snapshot = bd->extract.snapshot_out;
+        x->nr = bd->extract.nr_out;
+        x->total = bd->extract.total;
+        x->snapshot = bd->extract.snapshot_out;
         records = bd->extract.records;
         bd->extract.records = NULL;
         bd->extract.state = BUSPROF_EXTRACT_IDLE;
@@ -334,10 +390,20 @@ static int extract(struct vcpu *v, XEN_GUEST_HANDLE_PARAM(void) arg)
 
     if ( answered )
     {
-        if ( !rc && x.nr && copy_to_guest(x.buffer, records, x.nr) )
-            rc = -EFAULT;
+        if ( !rc && x->nr && ext )
+        {
+            if ( copy_to_guest(u.ext.buffer, records, x->nr) )
+                rc = -EFAULT;
+        }
+        else if ( !rc && x->nr )
+        {
+            records_to_plain(records, x->nr);
+            if ( copy_to_guest(u.plain.buffer,
+                               (struct xen_busprof_record *)records, x->nr) )
+                rc = -EFAULT;
+        }
         xfree(records);
-        if ( !rc && copy_to_guest(arg, &x, 1) )
+        if ( !rc && copy_to_guest(arg, x, 1) )
             rc = -EFAULT;
     }
 
@@ -407,10 +473,11 @@ static int extract_reply(struct domain *d,
                          const struct xen_busprof_extract_reply *r)
 {
     struct busprof_domain *bd = busprof_get(d, false);
-    struct xen_busprof_record *records = NULL;
+    struct xen_busprof_record_ext *records = NULL;
+    bool ext = r->flags & XEN_BUSPROF_REPLY_EXT;
     int rc;
 
-    if ( r->pad0 || r->pad1 || r->status > 0 ||
+    if ( (r->flags & ~XEN_BUSPROF_REPLY_EXT) || r->pad1 || r->status > 0 ||
          r->status < -BUSPROF_MAX_ERRNO || r->nr > XEN_BUSPROF_EXTRACT_MAX )
         return -EINVAL;
     if ( !bd )
@@ -418,14 +485,24 @@ static int extract_reply(struct domain *d,
 
     if ( r->nr )
     {
-        records = xmalloc_array(struct xen_busprof_record, r->nr);
+        records = xmalloc_array(struct xen_busprof_record_ext, r->nr);
         if ( !records )
             return -ENOMEM;
-        if ( copy_from_guest(records, r->records, r->nr) )
+        if ( ext
+             ? copy_from_guest(records,
+                               guest_handle_cast(r->records,
+                                                 xen_busprof_record_ext_t),
+                               r->nr)
+             : copy_from_guest((struct xen_busprof_record *)records,
+                               guest_handle_cast(r->records,
+                                                 xen_busprof_record_t),
+                               r->nr) )
         {
             xfree(records);
             return -EFAULT;
         }
+        if ( !ext )
+            records_to_ext(records, r->nr);
     }
 
     spin_lock(&bd->lock);
@@ -636,7 +713,11 @@ long busprof_op(struct vcpu *curr, unsigned int cmd,
                : trap_remove(curr->domain, &t, curr->vcpu_id, 0);
 
     case XEN_BUSPROF_extract:
-        return extract(curr, arg);
+    case XEN_BUSPROF_extract_ext:
+        return extract(curr, arg, cmd == XEN_BUSPROF_extract_ext);
+
+    case XEN_BUSPROF_version:
+        return XEN_BUSPROF_INTERFACE_VERSION;
 
     case XEN_BUSPROF_pause:
     case XEN_BUSPROF_resume:

@@ -13,6 +13,10 @@
  *       flag XEN_BUSPROF_RECORD_PRE_TRIGGER; the guest's XEN_BUSPROF_pause
  *       and XEN_BUSPROF_resume with their control messages; who[] in the
  *       busprof page (after stamp[], which keeps its place).
+ *  1.2 (0x00010002): XEN_BUSPROF_version; XEN_BUSPROF_extract_ext and its
+ *       record struct xen_busprof_record_ext (the record plus who made the
+ *       access, XEN_BUSPROF_RECORD_WHO); the extract reply's pad0 became
+ *       flags (XEN_BUSPROF_REPLY_EXT).
  * Every 64-bit field sits at a naturally aligned offset and every struct
  * is a multiple of 8 bytes, so the layout is the same for all x86-64
  * compilers without the tools-only uint64_aligned_t.  64-bit guests only.
@@ -33,7 +37,7 @@
 #define __HYPERVISOR_busprof_op           47
 #endif
 
-#define XEN_BUSPROF_INTERFACE_VERSION     0x00010001
+#define XEN_BUSPROF_INTERFACE_VERSION     0x00010002
 
 /*
  * long HYPERVISOR_busprof_op(unsigned int cmd, void *arg);
@@ -84,6 +88,13 @@
  * accesses before the start), as a hardware bus analyzer keeps them.
  */
 #define XEN_BUSPROF_RECORD_PRE_TRIGGER    (1u << 1)
+/*
+ * WHO (interface 1.2, extended records only; Xen clears it in the plain
+ * records of XEN_BUSPROF_extract): task and pcpu of the extended record say
+ * who made the access.  Without it they are 0 and mean nothing (the
+ * profiler's trace has no stamp of it, or it came from an older Xen).
+ */
+#define XEN_BUSPROF_RECORD_WHO            (1u << 2)
 
 /* One transaction as handed back to the guest by XEN_BUSPROF_extract. */
 struct xen_busprof_record {
@@ -104,6 +115,21 @@ struct xen_busprof_record {
 };
 typedef struct xen_busprof_record xen_busprof_record_t;
 DEFINE_XEN_GUEST_HANDLE(xen_busprof_record_t);
+
+/*
+ * Interface 1.2: the record with who made the access, as handed back by
+ * XEN_BUSPROF_extract_ext.  The first 64 bytes are a struct
+ * xen_busprof_record.
+ */
+struct xen_busprof_record_ext {
+    struct xen_busprof_record rec;
+    uint64_t task;           /* the guest's page-table base (CR3) during
+                                the access; the simulator: the thread id */
+    uint32_t pcpu;                   /* physical CPU the vCPU ran on */
+    uint32_t pad;
+};
+typedef struct xen_busprof_record_ext xen_busprof_record_ext_t;
+DEFINE_XEN_GUEST_HANDLE(xen_busprof_record_ext_t);
 
 /*
  * Guest: trap the calling domain's port I/O to [first, last].  The range
@@ -143,6 +169,25 @@ struct xen_busprof_extract {
 typedef struct xen_busprof_extract xen_busprof_extract_t;
 
 /*
+ * Guest, interface 1.2: XEN_BUSPROF_extract with extended records (struct
+ * xen_busprof_record_ext, which say who made each access).  The argument
+ * has the layout of struct xen_busprof_extract; only the buffer's type
+ * differs.  A Xen older than 1.2 answers -EOPNOTSUPP.
+ */
+#define XEN_BUSPROF_extract_ext           7
+struct xen_busprof_extract_ext {
+    uint16_t first;                  /* IN */
+    uint16_t last;                   /* IN */
+    uint32_t nr;                     /* IN: room in buffer, <= EXTRACT_MAX;
+                                        OUT: records written */
+    uint64_t offset;         /* IN: index of the first record */
+    uint64_t snapshot;       /* IN/OUT */
+    uint64_t total;          /* OUT: records in range and snapshot */
+    XEN_GUEST_HANDLE(xen_busprof_record_ext_t) buffer; /* IN */
+};
+typedef struct xen_busprof_extract_ext xen_busprof_extract_ext_t;
+
+/*
  * Guest: ask the profiler to pause / resume recording (the application's
  * own pause of the profiling session).  No argument (pass NULL).  Accesses
  * are still trapped and served while paused; only the recording stops.  The
@@ -153,6 +198,15 @@ typedef struct xen_busprof_extract xen_busprof_extract_t;
  */
 #define XEN_BUSPROF_pause                 4
 #define XEN_BUSPROF_resume                5
+
+/*
+ * Guest, interface 1.2: returns XEN_BUSPROF_INTERFACE_VERSION (a positive
+ * value), with or without a profiler.  No argument (pass NULL).  A Xen
+ * older than 1.2 answers -EOPNOTSUPP (as x86 does for every guest sub-op
+ * of a PV guest, which cannot trap); a caller built for another major must
+ * not go on.
+ */
+#define XEN_BUSPROF_version               6
 
 #define XEN_BUSPROF_DOM0_BASE             16
 
@@ -199,18 +253,27 @@ struct xen_busprof_policy {
 };
 typedef struct xen_busprof_policy xen_busprof_policy_t;
 
-/* dom0: answer the extract request `request` read from the control ring. */
+/*
+ * dom0: answer the extract request `request` read from the control ring.
+ * flags (interface 1.2): XEN_BUSPROF_REPLY_EXT says records point at
+ * struct xen_busprof_record_ext, not struct xen_busprof_record.  Xen hands
+ * the guest the records in the form it asked for (XEN_BUSPROF_extract or
+ * XEN_BUSPROF_extract_ext).
+ */
 #define XEN_BUSPROF_extract_reply         20
+#define XEN_BUSPROF_REPLY_EXT             (1u << 0)
 struct xen_busprof_extract_reply {
     domid_t domid;                   /* IN */
-    uint16_t pad0;                   /* IN: must be zero */
+    uint16_t flags;                  /* IN: XEN_BUSPROF_REPLY_* */
     uint32_t nr;                     /* IN: records, <= the request's nr */
     uint64_t request;        /* IN: seq of the request message */
     uint64_t total;          /* IN */
     uint64_t snapshot;       /* IN */
     int32_t status;                  /* IN: 0 or -errno for the guest */
     uint32_t pad1;                   /* IN: must be zero */
-    XEN_GUEST_HANDLE(xen_busprof_record_t) records; /* IN */
+    XEN_GUEST_HANDLE(void) records;   /* IN: xen_busprof_record[nr], or
+                                        xen_busprof_record_ext[nr] with
+                                        XEN_BUSPROF_REPLY_EXT */
 };
 typedef struct xen_busprof_extract_reply xen_busprof_extract_reply_t;
 

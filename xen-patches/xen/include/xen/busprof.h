@@ -63,6 +63,7 @@ struct busprof_domain {
         enum busprof_extract_state state;
         uint64_t seq;                 /* request id = ctrl message seq */
         unsigned int vcpu;
+        bool ext;                     /* asked with XEN_BUSPROF_extract_ext */
         uint16_t first, last;
         uint32_t nr;
         uint64_t offset, snapshot;
@@ -70,7 +71,7 @@ struct busprof_domain {
         int32_t status;               /* answer */
         uint32_t nr_out;
         uint64_t total, snapshot_out;
-        struct xen_busprof_record *records;
+        struct xen_busprof_record_ext *records; /* nr_out of them */
     } extract;
 };
 
