@@ -49,12 +49,13 @@ fi
 # the session, starts the next one and starts ioreq-probe, a plain ioreq
 # server for 0x2e8-0x2ef; an HVM guest's own device model, qemu-xen, serves
 # its console's UART, COM1, whose scratch register is 0x3ff.  It reports
-# figures and never fails the guest; a timeout bounds it.
+# figures and never fails the guest; its timed reads stop after 20 s on a
+# slow machine, and a timeout bounds the whole.
 echo "RELATIVE-READY"
 if new_session "busprof-relative"; then
     dm=
     [ "$(cat /sys/hypervisor/guest_type 2>/dev/null)" = HVM ] && dm="-d 0x3ff"
-    timeout 150 busprof-relative -n 2000 -w 100 -p 0x2ef -W 60 $dm
+    timeout 150 busprof-relative -n 2000 -w 100 -T 20 -p 0x2ef -W 60 $dm
     echo "RELATIVE: exit status $?"
 fi
 exit $rc
