@@ -501,6 +501,33 @@ def sockets_are_private_and_peers_checked(rig):
     rig.stop_sim()
 
 
+def relative_pairs_each_read_with_its_record(rig):
+    # busprof-relative (the system test's measurement of busprof beside a
+    # plain ioreq server): its bus time per trapped read comes from the
+    # record of that very read, so its figures agree with the trace DB.
+    rig.policy("0x3f8-0x3ff")
+    rig.start_daemon()
+    n, warmup = 200, 10
+    r = rig.guest([rig.exe("tests/system/busprof-relative"), "-n", str(n), "-w", str(warmup),
+                   "-t", "0x3f8", "-d", "0x71", "-g", "sim"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [l for l in r.stdout.splitlines() if l.startswith("BUSPROF-RELATIVE ")]
+    assert len(lines) == 1, r.stdout
+    f = dict(w.split("=", 1) for w in lines[0].split()[1:])
+    assert (f["guest"], f["baseline"], f["port"], f["n"], f["status"]) == \
+        ("sim", "dm", "0x71", str(n), "ok"), lines[0]
+    rig.stop_daemon()
+    # two reads check the register, then the warm-up and the timed ones
+    bus = [b for b, in query(rig.db, "SELECT t_bus_end_ns - t_bus_begin_ns FROM transactions"
+                                     " WHERE port = 0x3ff AND dir = 'in' ORDER BY id")]
+    assert len(bus) == 2 + warmup + n, len(bus)
+    timed = sorted(bus[-n:])
+    assert int(f["bus_p50_ns"]) == timed[n // 2 - 1], (f["bus_p50_ns"], timed[n // 2 - 1])
+    assert int(f["bus_p99_ns"]) == timed[(n * 99 + 99) // 100 - 1], f["bus_p99_ns"]
+    assert 0 < int(f["overhead_p50_ns"]) <= int(f["trapped_p50_ns"]), lines[0]
+    assert abs(float(f["ratio_p50"]) - int(f["overhead_p50_ns"]) / int(f["plain_p50_ns"])) < 0.001
+
+
 CASES = {f.__name__: f for f in [
     untrapped_port_reaches_the_same_device, string_io_gives_one_row_per_element,
     exited_threads_give_their_vcpus_back, closing_one_handle_keeps_the_other,
@@ -509,7 +536,8 @@ CASES = {f.__name__: f for f in [
     programs_built_for_interface_1_0_keep_their_records,
     pipeline_records_every_access, policy_refuses_unallowed_ports, port_never_granted_is_refused,
     guest_completes_when_daemon_killed, guest_completes_when_daemon_hangs,
-    session_commands_follow_state_machine, stop_after_records_trigger, two_daemons_cannot_attach]}
+    session_commands_follow_state_machine, stop_after_records_trigger, two_daemons_cannot_attach,
+    relative_pairs_each_read_with_its_record]}
 
 
 class Skip(Exception):

@@ -1,8 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0-only
 # busprof system test, guest side: an unmodified program under dom0's trap,
-# then two refused traps, the example driver and, if the initramfs has them,
-# the kernel modules (busprof.ko and the example driver module).
+# then two refused traps, the example driver, if the initramfs has them the
+# kernel modules (busprof.ko and the example driver module) and, last, the
+# measurement of busprof beside a plain ioreq server (busprof-relative).
 export PATH=/busprof/bin:$PATH
 rc=0
 # porttest knows nothing of busprof (ioperm, outb/inb); dom0 trapped COM2 for
@@ -20,20 +21,41 @@ echo "COM2 handed back by dom0 after $n probes"
 busprof-trap-probe 0x3e8 0x3ef    # the guest may use it, dom0's policy does not allow it
 busprof-trap-probe 0x3f8 0x3ff    # the policy allows it, the guest was never granted it
 busprof-example-driver -u 0x2f8 -n 100 || rc=1
-[ -f /busprof/kmod/busprof.ko ] || exit $rc
 
-# dom0 ends the driver's session and starts the next one (busprof stop,
-# rearm) once the driver is done: the module's records get a session of
-# their own, which starts empty.
-n=0
-while ! busprof-trap-probe -c 0x2f8 0x2ff | grep -q ': 0$'; do
-    n=$((n + 1))
-    [ $n -ge 600 ] && { echo "no new session after 120 s"; break; }
-    sleep 0.2
-done
-echo "new session after $n probes"
-insmod /busprof/kmod/busprof.ko || rc=1
-insmod /busprof/kmod/busprof-kexample.ko iterations=100 || rc=1
-# the modules log at KERN_INFO, below the console's loglevel
-dmesg | sed -n 's/^\[[^]]*\] \(busprof\(-kexample\)\{0,1\}: .*\)/\1/p'
+# new_session WHAT: waits until dom0 has ended the session and started the
+# next one, which starts empty.
+new_session() {
+    n=0
+    while ! busprof-trap-probe -c 0x2f8 0x2ff | grep -q ': 0$'; do
+        n=$((n + 1))
+        [ $n -ge 600 ] && { echo "no new session for $1 after 120 s"; return 1; }
+        sleep 0.2
+    done
+    echo "new session for $1 after $n probes"
+}
+
+if [ -f /busprof/kmod/busprof.ko ]; then
+    # dom0 ends the driver's session and starts the next one (busprof stop,
+    # rearm) once the driver is done: the module's records get a session of
+    # their own.
+    new_session "the kernel modules"
+    insmod /busprof/kmod/busprof.ko || rc=1
+    insmod /busprof/kmod/busprof-kexample.ko iterations=100 || rc=1
+    # the modules log at KERN_INFO, below the console's loglevel
+    dmesg | sed -n 's/^\[[^]]*\] \(busprof\(-kexample\)\{0,1\}: .*\)/\1/p'
+fi
+
+# Last, busprof beside a plain ioreq server (busprof-relative): dom0 ends
+# the session, starts the next one and starts ioreq-probe, a plain ioreq
+# server for 0x2e8-0x2ef; an HVM guest's own device model, qemu-xen, serves
+# its console's UART, COM1, whose scratch register is 0x3ff.  It reports
+# figures and never fails the guest; its timed reads stop after 20 s on a
+# slow machine, and a timeout bounds the whole.
+echo "RELATIVE-READY"
+if new_session "busprof-relative"; then
+    dm=
+    [ "$(cat /sys/hypervisor/guest_type 2>/dev/null)" = HVM ] && dm="-d 0x3ff"
+    timeout 150 busprof-relative -n 2000 -w 100 -T 20 -p 0x2ef -W 60 $dm
+    echo "RELATIVE: exit status $?"
+fi
 exit $rc

@@ -27,6 +27,9 @@ Exit 0 only if, for every guest:
     scratch and line status registers, with a RIP in the kernel's half of the
     address space and inside the module text it printed, every value it wrote
     read back by the next access.
+Also prints busprof-relative's figures (busprof beside a plain ioreq server,
+in a session of its own after all of the above), a table per guest type;
+they never fail the check, a malformed result line does.
 """
 import os
 import re
@@ -62,8 +65,10 @@ def check_guest(db, outdir, name, kmod):
     if extracted is None:
         problems.append("no EXTRACT line from the driver")
 
-    sessions = db.execute("SELECT id, domid FROM sessions WHERE domain_name = ? ORDER BY id DESC",
-                          (name,)).fetchall()
+    # busprof-relative's session, the guest's last, is a measurement, not checked here
+    last = relative_session(outdir, name)
+    sessions = db.execute("SELECT id, domid FROM sessions WHERE domain_name = ? AND id < ?"
+                          " ORDER BY id DESC", (name, last)).fetchall()
     # the module's session is the last one, the driver's the one before it
     if len(sessions) < 1 + bool(kmod):
         return problems + [f"{len(sessions)} sessions for {name} in the trace DB"], None
@@ -103,6 +108,69 @@ def check_guest(db, outdir, name, kmod):
         problems += [f"the module's session: {p}" for p in check_kmod(db, kmod_sid, domid, log)]
         lines.append((name + "/kmod", domid) + figures(db, kmod_sid))
     return problems, lines
+
+
+def relative_session(outdir, name):
+    """The session dom0 started for busprof-relative (dom0-busprof.sh writes
+    NAME.relative-session); above every session id if there is none."""
+    try:
+        return int(open(os.path.join(outdir, "results", name + ".relative-session")).read())
+    except (OSError, ValueError):
+        return 2**62
+
+
+RELATIVE_FIGURES = ("plain_p50_ns", "plain_p99_ns", "trapped_p50_ns", "trapped_p99_ns",
+                    "bus_p50_ns", "bus_p99_ns", "overhead_p50_ns", "overhead_p99_ns",
+                    "ratio_p50", "ratio_p99")
+
+
+def relative_lines(outdir, name):
+    """busprof-relative's result lines in the guest's console (dicts), and
+    what is wrong with them: only a line that does not parse, or no line
+    from a program that ended by itself (not killed by the guest's timeout).
+    A figure it could not measure ("-", status other than ok) is reported,
+    never a failure: it is a measurement, not a check."""
+    path = os.path.join(outdir, "results", "guests", name + ".log")
+    log = open(path, errors="replace").read() if os.path.exists(path) else ""
+    lines, problems = [], []
+    for m in re.finditer(r"^BUSPROF-RELATIVE (.*)$", log, re.M):
+        fields = dict(w.split("=", 1) for w in m.group(1).split() if "=" in w)
+        need = ("guest", "baseline", "status") + (RELATIVE_FIGURES if fields.get("status") == "ok"
+                                                   else ())
+        bad = [k for k in need if k not in fields or
+               (k in RELATIVE_FIGURES and not re.fullmatch(r"[0-9.]+", fields[k]))]
+        if bad:
+            problems.append(f"busprof-relative's line is malformed ({', '.join(bad)}): {m.group(0)}")
+        else:
+            lines.append(fields)
+    ended = re.search(r"^RELATIVE: exit status (\d+)", log, re.M)
+    # 124, 143: busybox timeout ended it
+    if not lines and not problems and ended and ended.group(1) not in ("124", "143") \
+            and re.search(r"^RELATIVE start:", log, re.M):
+        problems.append(f"busprof-relative exited with {ended.group(1)} without a result line")
+    return lines, problems
+
+
+def print_relative(rows):
+    """The per-guest-type table of busprof beside a plain ioreq server."""
+    print("busprof beside a plain ioreq server (busprof-relative; round trips the guest"
+          " measured, ns; overhead = busprof's round trip - its bus time;"
+          " ratio = overhead / the plain round trip):")
+    if not rows:
+        print("  (no BUSPROF-RELATIVE line)")
+        return
+    print(f"  {'guest':<6} {'baseline':<8} {'port':>6} {'n':>5} {'plain p50/p99':>17}"
+          f" {'busprof p50/p99':>17} {'bus p50/p99':>17} {'overhead p50/p99':>17}"
+          f" {'ratio p50/p99':>13} {'clock':>6} {'status'}")
+    for r in rows:
+        pair = lambda a, b: f"{r.get(a, '-')}/{r.get(b, '-')}"
+        print(f"  {r['guest']:<6} {r['baseline']:<8} {r.get('port', '-'):>6} {r.get('n', '-'):>5}"
+              f" {pair('plain_p50_ns', 'plain_p99_ns'):>17}"
+              f" {pair('trapped_p50_ns', 'trapped_p99_ns'):>17}"
+              f" {pair('bus_p50_ns', 'bus_p99_ns'):>17}"
+              f" {pair('overhead_p50_ns', 'overhead_p99_ns'):>17}"
+              f" {pair('ratio_p50', 'ratio_p99'):>13} {r.get('clock_p50_ns', '-'):>6}"
+              f" {r['status']}")
 
 
 def check_kmod(db, sid, domid, log):
@@ -258,8 +326,12 @@ def main():
         print("system-test: FAIL: the trace DB fails PRAGMA integrity_check")
     print(f"{'session':<16} {'domid':>5} {'transactions':>12} {'p50 bus ns':>11}"
           f" {'p50 overhead ns':>16} {'clock-skewed':>12} {'max skew ns':>11}")
+    relative = []
     for name in names:
         problems, lines = check_guest(db, outdir, name, kmod)
+        rel, rel_problems = relative_lines(outdir, name)
+        relative += rel
+        problems += rel_problems
         for label, d, n, bus, ovh, skewed, skew, *early in lines or []:
             print(f"{label:<16} {d:>5} {n:>12} {bus if bus is not None else '-':>11} "
                   f"{ovh if ovh is not None else '-':>16} {skewed:>12} {skew:>11}"
@@ -268,6 +340,7 @@ def main():
         for p in problems:
             print(f"system-test: FAIL {name}: {p}")
         failed += 1 if problems else 0
+    print_relative(relative)
     print(f"{len(names) - failed} passed, {failed} failed")
     return 1 if failed else 0
 

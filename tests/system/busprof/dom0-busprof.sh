@@ -11,7 +11,9 @@
 # COM2 itself.  With busprof.kmod=1 on dom0's command line (system-test.sh
 # sets it when the guest initramfs has the kernel modules), dom0 ends the
 # driver's session too once it is done and starts the next one, in which the
-# guest loads busprof.ko and the example driver module.
+# guest loads busprof.ko and the example driver module.  Last, the guest
+# measures busprof beside a plain ioreq server (busprof-relative, in a
+# session of its own), for which dom0 starts ioreq-probe.
 . /busprof/lib-dom0.sh
 
 DB=$BUSPROF_RESULTS/trace.db
@@ -48,11 +50,12 @@ if [ -f /busprof/PACKAGE ]; then
     fi
 fi
 
-# plain_phase NAME LOG: in the background while the guest runs.  When the
-# unmodified porttest has finished under dom0's trap, ends its session, starts
-# the next one and untraps COM2, which lets the guest go on to the driver.
+# plain_phase NAME LOG DOMID: in the background while the guest runs.  When
+# the unmodified porttest has finished under dom0's trap, ends its session,
+# starts the next one and untraps COM2, which lets the guest go on to the
+# driver.
 plain_phase() {
-    local name=$1 log=$2 sock=/run/busprof/$1.sock out=$BUSPROF_RESULTS/$1.trap.log i
+    local name=$1 log=$2 domid=$3 sock=/run/busprof/$1.sock out=$BUSPROF_RESULTS/$1.trap.log i
     for i in $(seq 480); do
         grep -q '^SCRATCH-\(OK\|FAIL\)' "$log" 2>/dev/null && break
         sleep 0.5
@@ -63,18 +66,52 @@ plain_phase() {
             busprof untrap "$name" --backend xen --ports "$PLAIN_PORTS"
         echo "plain phase rc=$?"
     } >> "$out" 2>&1
-    [ -n "$KMOD" ] || return 0
-    # The example driver's session ends when the driver is done; the guest
-    # waits until it sees an empty session, then loads the kernel modules.
+    if [ -n "$KMOD" ]; then
+        # The example driver's session ends when the driver is done; the guest
+        # waits until it sees an empty session, then loads the kernel modules.
+        for i in $(seq 1200); do
+            grep -q '^DRIVER \(OK\|FAIL\)' "$log" 2>/dev/null && break
+            sleep 0.5
+        done
+        {
+            bp_t "example driver of $name done (or 600 s passed): stop, rearm"
+            busprof stop --socket "$sock" && busprof rearm --socket "$sock"
+            echo "driver phase rc=$?"
+        } >> "$out" 2>&1
+    fi
+    relative_phase "$name" "$log" "$domid"
+}
+
+# relative_phase NAME LOG DOMID: once the guest is through with the checks,
+# busprof-relative gets a session of its own (check_trace.py leaves it out
+# of the checks: NAME.relative-session) and a plain ioreq server beside
+# busprof's, ioreq-probe on RELATIVE_PORTS, until the guest is gone
+# (stop_daemon).  A measurement only: nothing here fails the run.
+RELATIVE_PORTS=0x2e8-0x2ef
+relative_phase() {
+    local name=$1 log=$2 domid=$3 sock=/run/busprof/$1.sock out=$BUSPROF_RESULTS/$1.trap.log i r
     for i in $(seq 1200); do
-        grep -q '^DRIVER \(OK\|FAIL\)' "$log" 2>/dev/null && break
+        grep -q '^RELATIVE-READY' "$log" 2>/dev/null && break
         sleep 0.5
     done
+    grep -q '^RELATIVE-READY' "$log" 2>/dev/null || return 0
     {
-        bp_t "example driver of $name done (or 600 s passed): stop, rearm"
-        busprof stop --socket "$sock" && busprof rearm --socket "$sock"
-        echo "driver phase rc=$?"
+        bp_t "$name is ready for busprof-relative: stop, rearm, ioreq-probe $RELATIVE_PORTS"
+        r=$(busprof stop --socket "$sock" && busprof rearm --socket "$sock")
+        echo "$r"
+        echo "$r" | sed -n 's/^session \([0-9]*\) is .*/\1/p' | tail -n1 \
+            > "$BUSPROF_RESULTS/$name.relative-session"
     } >> "$out" 2>&1
+    ioreq-probe "$domid" 1 600 "$RELATIVE_PORTS" > "$BUSPROF_RESULTS/$name.probe.log" 2>&1 &
+    echo $! > "/run/busprof/$name.probe.pid"
+}
+stop_probe() {      # NAME
+    local pidf=/run/busprof/$1.probe.pid
+    [ -f "$pidf" ] || return 0
+    kill -TERM "$(cat "$pidf")" 2>/dev/null
+    for _ in $(seq 50); do kill -0 "$(cat "$pidf")" 2>/dev/null || break; sleep 0.1; done
+    rm -f "$pidf"
+    cat "$BUSPROF_RESULTS/$1.probe.log"
 }
 
 attach_daemon() {   # NAME DOMID TYPE: runs while the guest is paused
@@ -104,11 +141,12 @@ attach_daemon() {   # NAME DOMID TYPE: runs while the guest is paused
         return 1
     fi
     cat "$BUSPROF_RESULTS/$name.trap.log"
-    plain_phase "$name" "$(guest_log "$name" "$3")" &
+    plain_phase "$name" "$(guest_log "$name" "$3")" "$2" &
     PLAIN_PID=$!
 }
 stop_daemon() {     # NAME: before a retry, and after the guest is gone
     [ -n "${PLAIN_PID:-}" ] && { kill "$PLAIN_PID" 2>/dev/null; wait "$PLAIN_PID" 2>/dev/null; PLAIN_PID=; }
+    stop_probe "$1"
     [ -f "$BUSPROF_RESULTS/$1.trap.log" ] && cat "$BUSPROF_RESULTS/$1.trap.log"
     [ -n "${DAEMON_PID:-}" ] || return 0
     busprof status --socket "/run/busprof/$1.sock" 2>/dev/null || true

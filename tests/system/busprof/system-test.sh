@@ -108,10 +108,15 @@ else
     echo "dom0 busprof: the package $(basename "$BUSPROF_DEB")"
 fi
 cp "$BUILD/guest-lib/busprof-example-driver" \
-   "$BUILD/guest-lib/busprof-trap-probe" "$HERE/busprof-guest.sh" "$HERE/busprof-guest-pv.sh" "$bin/"
+   "$BUILD/guest-lib/busprof-trap-probe" "$BUILD/tests/system/busprof-relative" \
+   "$HERE/busprof-guest.sh" "$HERE/busprof-guest-pv.sh" "$bin/"
+# busprof beside a plain ioreq server: ioreq-probe in dom0 is that server
+gcc -O2 -Wall -D__XEN_TOOLS__ -o "$bin/ioreq-probe" "$ROOT/tests/system/dom0/ioreq-probe.c" \
+    -lxendevicemodel -lxenforeignmemory -lxenevtchn
 
 boot() {
-    BUSPROF_GUEST_PROGRAMS="busprof-trap-probe busprof-guest.sh busprof-guest-pv.sh" \
+    BUSPROF_GUEST_PROGRAMS="busprof-trap-probe busprof-relative busprof-guest.sh busprof-guest-pv.sh" \
+        BUSPROF_DOM0_PROGRAMS="ioreq-probe ${BUSPROF_DOM0_PROGRAMS:-}" \
         "$ROOT/tests/system/run.sh" --bin-dir "$bin" --hook "$HERE/dom0-busprof.sh" \
         --guests "$GUESTS"
 }
