@@ -636,6 +636,11 @@ void SimHypervisor::handle(Conn& c, const bp_sim_msg& m, const std::vector<uint8
         r.rc = -EOPNOTSUPP;
     }
 
+    if (out.empty() && fds.empty()) {
+        // A guest's access and most calls: nothing to allocate.
+        send_msg(c.sock.get(), &r, sizeof(r));
+        return;
+    }
     std::vector<uint8_t> msg(sizeof(r) + out.size());
     std::memcpy(msg.data(), &r, sizeof(r));
     if (!out.empty())
@@ -711,11 +716,19 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
     // the access waits on it.
     struct busprof_route route {};
     const bool trapped = busprof_route(&dom->d, r.port, size, &route);
+    // One look under the domain's lock takes the server and fills its slot
+    // for this vCPU (only this vCPU's thread writes it).
     std::shared_ptr<IoreqServer> srv;
+    ioreq_t* p = nullptr;
+    int to_dm = -1, from_dm = -1;
     if (trapped) {
         std::lock_guard lk(dom->mu);
-        if (dom->server && route.ioservid == 0 && route.profiler == 0)
+        if (dom->server && route.ioservid == 0 && route.profiler == 0) {
             srv = dom->server;
+            p = &srv->ioreq->vcpu_ioreq[c.vcpu];
+            to_dm = srv->to_dm[c.vcpu].get();
+            from_dm = srv->from_dm[c.vcpu].get();
+        }
     }
     if (trapped && !srv) {
         // The profiler's server is gone: drop the traps, and the access
@@ -729,13 +742,7 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
         busprof_stamp_trap(v, r.rip, task);
     }
 
-    ioreq_t* p = nullptr;
-    int to_dm = -1, from_dm = -1;
     if (srv) {
-        std::lock_guard lk(dom->mu);
-        p = &srv->ioreq->vcpu_ioreq[c.vcpu];
-        to_dm = srv->to_dm[c.vcpu].get();
-        from_dm = srv->from_dm[c.vcpu].get();
         p->addr = r.port;
         p->data = r.dir == XEN_BUSPROF_DIR_OUT ? r.value : 0;
         p->count = 1;
@@ -770,10 +777,19 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
     if (!timeout_ms)
         timeout_ms = 1000;
     s_time_t deadline = NOW() + MILLISECS(timeout_ms);
-    for (;;) {
+    for (bool waited = false;; waited = true) {
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (p->state == STATE_IORESP_READY)
             break;
+        // Whether the profiler is still there is asked only after a wait
+        // that brought no answer: the answer's own path takes no lock.
+        if (!waited) {
+            pollfd pf{from_dm, POLLIN, 0};
+            ::poll(&pf, 1, static_cast<int>(std::min<unsigned>(timeout_ms, 100)));
+            uint64_t cnt;
+            (void)!::read(from_dm, &cnt, sizeof(cnt));
+            continue;
+        }
         bool dead;
         {
             std::lock_guard lk(dom->mu);
