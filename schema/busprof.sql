@@ -30,7 +30,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     recorded INTEGER NOT NULL DEFAULT 0,   -- transactions written to this file (count)
     dropped INTEGER NOT NULL DEFAULT 0,    -- transactions served but not recorded because the record queue was full, e.g. while the DB could not be written (count)
     notes_dropped INTEGER NOT NULL DEFAULT 0, -- guest markers and events not recorded because their queue was full (count)
-    summarised INTEGER NOT NULL DEFAULT 0, -- transactions of this file counted in the summaries (latency_totals, latency_buckets): equal to recorded whenever the writer has caught up; behind it by at most 65536 while the writer is busy, and after a daemon was killed until the file is next opened for writing (count)
+    summarised INTEGER NOT NULL DEFAULT 0, -- transactions of this file counted in the summaries (latency_totals, latency_buckets): equal to recorded whenever the writer has caught up; behind it by at most 1048576 while the writer is busy, and after a daemon was killed until the file is next opened for writing (count)
     unrecorded INTEGER NOT NULL DEFAULT 0, -- accesses served while not profiling: configured, paused or stopped (count)
     timeouts INTEGER NOT NULL DEFAULT 0,   -- accesses Xen completed without the daemon (count)
     clock_error_ns INTEGER,            -- how closely the daemon related Xen's stamp clock to CLOCK_MONOTONIC at attach: the offset is right within +/- this (ns); 0 when the hypervisor stamps CLOCK_MONOTONIC itself (the simulator)
@@ -41,7 +41,12 @@ CREATE TABLE IF NOT EXISTS sessions (
 -- One trapped port access: performed on the real bus by the daemon.
 -- Its CHECKs compare with = instead of IN (...): SQLite builds a temporary
 -- table for an IN list at every row inserted, which made recording 2.8
--- times slower for the same guarantee.
+-- times slower for the same guarantee.  No index but the id: one on
+-- (domid, port) made every insert about 1.7 times slower and each row 13
+-- bytes larger, and what it served (statistics per port) now comes from
+-- latency_totals and latency_buckets.  A file written by an older busprof
+-- keeps the index it has; for many lookups of single ports in a big trace,
+-- add it yourself: CREATE INDEX transactions_by_port ON transactions (domid, port);
 CREATE TABLE IF NOT EXISTS transactions (
     id INTEGER PRIMARY KEY,            -- transaction id, increasing in the order the daemon served them
     session_id INTEGER NOT NULL REFERENCES sessions(id), -- session it belongs to
@@ -62,7 +67,6 @@ CREATE TABLE IF NOT EXISTS transactions (
     pre_trigger INTEGER NOT NULL DEFAULT 0 CHECK (pre_trigger = 0 OR pre_trigger = 1), -- 1: served before recording started and kept by the pre-trigger window (busprof daemon --pre-trigger N): one of the last N accesses before the start
     status TEXT NOT NULL CHECK (status = 'ok' OR status = 'timeout' OR status = 'error') -- 'ok'; 'timeout': Xen completed the access without the daemon's answer, value is what the guest got (all ones for 'in'), t_bus_* NULL if the daemon then left the bus alone, set if it had already made the access (a late 'out' did reach the device); 'error': refused, no bus access made, value all ones
 );
-CREATE INDEX IF NOT EXISTS transactions_by_port ON transactions (domid, port);
 
 -- Session markers: trap calls (the guest's own, or dom0's for it) and changes of the session state.
 CREATE TABLE IF NOT EXISTS markers (
@@ -91,7 +95,7 @@ CREATE TABLE IF NOT EXISTS events (
 -- Running totals per session, domain, port and direction over 'ok'
 -- transactions, kept by the daemon's writer: it adds the rows to them in
 -- the SQLite transaction that commits the rows whenever it has caught up,
--- else at least every 65536 rows, so they agree with the transactions
+-- else at least every 1048576 rows, so they agree with the transactions
 -- table whenever sessions.summarised = sessions.recorded.  A daemon killed
 -- in between leaves rows out until the file is next opened for writing,
 -- which adds them.  Bus time and overhead as in port_latency; overhead

@@ -99,6 +99,35 @@ struct ExtractResult {
 
 class Summaries;
 
+// Checkpoints the writer's WAL on a thread and connection of its own, so
+// that the writer only appends: copying the WAL's pages into the DB and
+// the fsyncs that go with it (SQLite's automatic checkpoint, otherwise run
+// by the committing connection) are not on the writer's time.  The
+// writer's connection asks for a checkpoint through its WAL hook once the
+// WAL holds kAskPages pages, and runs one itself, as SQLite would, past
+// kOwnPages (the checkpointer cannot keep up, or cannot run).
+class Checkpointer {
+  public:
+    static constexpr int kAskPages = 1024;
+    static constexpr int kOwnPages = 8192;
+    Checkpointer(const std::string& path, sqlite3* writer, int nice);
+    ~Checkpointer();
+    Checkpointer(const Checkpointer&) = delete;
+    uint64_t done() const { return done_.load(); } // checkpoints run (for tests)
+
+  private:
+    static int on_wal(void* self, sqlite3* db, const char* name, int pages);
+    void run(int nice);
+
+    std::string path_;
+    sqlite3* writer_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool asked_ = false, stop_ = false;
+    std::atomic<uint64_t> done_{0};
+    std::thread thread_;
+};
+
 // The writer thread owns the trace DB's connection.  One producer (the
 // daemon's ioreq thread) hands it records through a lock-free queue and
 // everything else (session rows, markers, events, extract requests) as
@@ -140,6 +169,7 @@ class Writer {
     size_t queue_capacity() const { return queue_.capacity(); }
     std::string last_error() const;
     const std::string& path() const { return path_; }
+    uint64_t checkpoints() const { return checkpointer_->done(); }
 
     // Stops the thread after it committed everything queued, or, if the DB
     // cannot be written, gives up deadline_ms after this call.  Returns the number of
@@ -170,6 +200,7 @@ class Writer {
 
     std::string path_;
     Db db_;
+    std::unique_ptr<Checkpointer> checkpointer_; // before db_ closes, it has
     SpscQueue<Record> queue_;
     size_t note_capacity_;
     int nice_;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <future>
 #include <sqlite3.h>
+#include <thread>
 #include <unistd.h>
 
 namespace busprof {
@@ -268,6 +269,134 @@ TEST_F(WriterTest, SessionsOfDeadDaemonsAreAbortedOnOpen) {
         EXPECT_EQ(scalar("SELECT count(*) FROM sessions WHERE state = 'profiling'"), 1);
         EXPECT_EQ(scalar("SELECT count(*) FROM events WHERE kind = 'aborted'"), 1);
     }
+}
+
+// Rows go in many to a statement: every record lands once, in the order
+// queued, in its session, with each column as given (NULL where unknown),
+// also where notes and other sessions cut the batch at odd places.
+TEST_F(WriterTest, ManyRowStatementsKeepEveryRecordItsSessionAndColumns) {
+    Writer w(db_, 4096);
+    uint32_t a = w.begin_session(row());
+    uint32_t b = w.begin_session(row());
+    constexpr uint32_t kN = 1000;
+    for (uint32_t i = 0; i < kN; i++) {
+        Record r = rec(i % 7 == 3 ? b : a, static_cast<uint16_t>(0x300 + i % 16), i);
+        r.vcpu = static_cast<uint16_t>(i % 3);
+        r.rip = 0xffffffff81000000ull + i;
+        r.dir = i % 2 ? XEN_BUSPROF_DIR_IN : XEN_BUSPROF_DIR_OUT;
+        r.status = i % 11 == 5 ? XEN_BUSPROF_STATUS_TIMEOUT : XEN_BUSPROF_STATUS_OK;
+        r.t_trap_ns = 1000 + i;
+        r.t_bus_begin_ns = i % 5 == 4 ? 0 : 2000 + i; // 0: no bus access, NULL
+        r.t_bus_end_ns = i % 5 == 4 ? 0 : 3000 + i;
+        r.t_resume_ns = 4000 + i;
+        r.who_known = i % 4 != 1;
+        r.task = r.who_known ? 0x5000 + i : 0;
+        r.pcpu = r.who_known ? i % 2 : 0;
+        ASSERT_TRUE(w.push(r));
+        if (i == 37 || i == 38 || i == 500)
+            w.add_marker({a, "pause", -1, -1, -1, 1000 + i, "user", {}});
+    }
+    ASSERT_TRUE(w.flush());
+    Db d = Db::open(db_, false);
+    Stmt q(d.get(), "SELECT session_id, vcpu, rip, port, dir, value, status, t_trap_ns,"
+                    " t_bus_begin_ns, t_bus_end_ns, t_resume_ns, task, pcpu FROM transactions"
+                    " ORDER BY id");
+    int64_t ra = w.session_row(a, 0), rb = w.session_row(b, 0);
+    uint32_t i = 0;
+    for (; q.step(); i++) {
+        auto col = [&](int c) { return sqlite3_column_int64(q.get(), c); };
+        auto text = [&](int c) {
+            return std::string(reinterpret_cast<const char*>(sqlite3_column_text(q.get(), c)));
+        };
+        auto null = [&](int c) { return sqlite3_column_type(q.get(), c) == SQLITE_NULL; };
+        ASSERT_LT(i, kN);
+        EXPECT_EQ(col(0), i % 7 == 3 ? rb : ra) << i;
+        EXPECT_EQ(col(1), i % 3) << i;
+        EXPECT_EQ(static_cast<uint64_t>(col(2)), 0xffffffff81000000ull + i) << i;
+        EXPECT_EQ(col(3), 0x300 + i % 16) << i;
+        EXPECT_EQ(text(4), i % 2 ? "in" : "out") << i;
+        EXPECT_EQ(col(5), i) << i;
+        EXPECT_EQ(text(6), i % 11 == 5 ? "timeout" : "ok") << i;
+        EXPECT_EQ(col(7), 1000 + i) << i;
+        EXPECT_EQ(null(8), i % 5 == 4) << i;
+        EXPECT_EQ(null(9), i % 5 == 4) << i;
+        if (i % 5 != 4) {
+            EXPECT_EQ(col(8), 2000 + i) << i;
+            EXPECT_EQ(col(9), 3000 + i) << i;
+        }
+        EXPECT_EQ(col(10), 4000 + i) << i;
+        EXPECT_EQ(null(11), i % 4 == 1) << i;
+        if (i % 4 != 1) {
+            EXPECT_EQ(col(11), 0x5000 + i) << i;
+            EXPECT_EQ(col(12), i % 2) << i;
+        }
+    }
+    EXPECT_EQ(i, kN);
+    EXPECT_EQ(scalar("SELECT count(*) FROM markers WHERE kind = 'pause'"), 3);
+    EXPECT_EQ(scalar("SELECT recorded FROM sessions WHERE id = " + std::to_string(rb)),
+              kN / 7 + (kN % 7 > 3));
+}
+
+// The WAL is checkpointed by the checkpointer's own connection once it
+// holds Checkpointer::kAskPages pages, and stays within bounds; a new file
+// has 16 KiB pages and no index beside the transactions' ids.
+TEST_F(WriterTest, TheWalIsCheckpointedOffTheWritersConnection) {
+    Writer w(db_, 1 << 16);
+    uint32_t s = w.begin_session(row());
+    // Over 2 * kAskPages pages of rows (about 60 bytes each).
+    const uint32_t n = 2 * Checkpointer::kAskPages * 16384 / 50;
+    for (uint32_t i = 0; i < n; i++) {
+        Record r = rec(s, 0x3f8, i);
+        r.t_trap_ns = 1'000'000'000'000ull + i * 1000ull;
+        r.t_bus_begin_ns = r.t_trap_ns + 300;
+        r.t_bus_end_ns = r.t_trap_ns + 600;
+        r.t_resume_ns = r.t_trap_ns + 900;
+        while (!w.push(r))
+            std::this_thread::yield();
+    }
+    ASSERT_TRUE(w.flush(60000));
+    EXPECT_GE(w.checkpoints(), 1u);
+    auto wal = std::filesystem::path(db_ + "-wal");
+    ASSERT_TRUE(std::filesystem::exists(wal));
+    EXPECT_LE(std::filesystem::file_size(wal),
+              static_cast<uintmax_t>(Checkpointer::kOwnPages + 64) * (16384 + 24));
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions"), n);
+    EXPECT_EQ(scalar("PRAGMA page_size"), 16384);
+    EXPECT_EQ(scalar("SELECT count(*) FROM sqlite_master WHERE type = 'index'"
+                     " AND tbl_name = 'transactions'"),
+              0);
+}
+
+// A file made before keeps its page size (SQLite cannot change it in WAL
+// mode) and the index it has.
+TEST_F(WriterTest, AnOlderFileKeepsItsPageSizeAndIndex) {
+    {
+        sqlite3* raw = nullptr;
+        ASSERT_EQ(sqlite3_open(db_.c_str(), &raw), SQLITE_OK);
+        // As an older busprof left it (before it marked its files).
+        ASSERT_EQ(sqlite3_exec(raw,
+                               "PRAGMA page_size = 4096; PRAGMA user_version = 5;"
+                               " CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+                               " INSERT INTO meta VALUES ('created_by', 'busprof')",
+                               nullptr, nullptr, nullptr),
+                  SQLITE_OK);
+        sqlite3_close(raw);
+        Db d = Db::open(db_, true);
+        d.exec("CREATE INDEX transactions_by_port ON transactions (domid, port)");
+    }
+    EXPECT_EQ(scalar("PRAGMA page_size"), 4096);
+    {
+        Writer w(db_, 64);
+        uint32_t s = w.begin_session(row());
+        for (uint32_t i = 0; i < 40; i++)
+            ASSERT_TRUE(w.push(rec(s, 0x3f8, i)));
+        ASSERT_TRUE(w.flush());
+    }
+    EXPECT_EQ(scalar("PRAGMA page_size"), 4096);
+    EXPECT_EQ(scalar("SELECT count(*) FROM sqlite_master WHERE name = 'transactions_by_port'"), 1);
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions INDEXED BY transactions_by_port"
+                     " WHERE domid = 7 AND port = 0x3f8"),
+              40);
 }
 
 } // namespace
