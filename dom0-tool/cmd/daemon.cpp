@@ -30,7 +30,7 @@ void setup_daemon(CLI::App& app, Globals& g, Runner& run) {
     c->add_option("--queue", cfg->queue_capacity, "record queue capacity (transactions)")
         ->check(integer_in(2, 1u << 24));
     c->add_option("--writer-nice", cfg->writer_nice,
-                  "nice value of the thread that writes the trace DB (0-19)")
+                  "nice value of the threads that write the trace DB (0-19; 19: SCHED_IDLE)")
         ->capture_default_str()
         ->check(integer_in(0, 19));
     // 0 is the "not given" of the triggers, so N starts at 1.

@@ -213,6 +213,7 @@ int Daemon::run() {
                 serve_ioreq(v);
         finalize_all(false);
         serve_requests();
+        writer_->pump(); // notes and counters that found the writer busy
 
         uint64_t now = now_ns();
         if (session_.on_tick(now))

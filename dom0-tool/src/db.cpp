@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sched.h>
 #include <sstream>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -416,6 +417,17 @@ void bind_ns(Stmt& s, int i, uint64_t ns) {
     ns ? s.bind(i, static_cast<int64_t>(ns)) : s.bind_null(i);
 }
 
+// The priority of the writer's threads: nice 0 is the daemon's own, 1 to
+// 18 those nice values; 19, the lowest, is SCHED_IDLE, which the scheduler
+// preempts the moment another thread wakes, where a nice thread that slept
+// may first finish a slice (see Writer::run).
+bool writer_priority(int tid, int nice) {
+    sched_param sp{};
+    if (::sched_setscheduler(tid, nice >= 19 ? SCHED_IDLE : SCHED_OTHER, &sp) != 0)
+        return false;
+    return ::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), nice) == 0;
+}
+
 // The transactions INSERT of n rows, and the binding of one of them at
 // parameter base + 1 ... base + kInsertColumns.
 constexpr int kInsertColumns = 17;
@@ -497,7 +509,7 @@ int Checkpointer::on_wal(void* self, sqlite3* db, const char* name, int pages) {
 void Checkpointer::run(int nice) {
     // As quiet as the writer: the copy is throughput work too.
     if (nice > 0)
-        (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), nice);
+        (void)writer_priority(static_cast<int>(::gettid()), nice);
     sqlite3* db = nullptr;
     // No checkpoint without a connection of its own: the writer's hook then
     // runs them past kOwnPages.
@@ -616,35 +628,55 @@ void Writer::summarise_rest(int64_t session) {
     sums.write(db_.get(), {session});
 }
 
+// The producer never waits for the writer's lock: the writer may hold it
+// while the scheduler has it preempted (it runs at the lowest priority),
+// and the thread that serves the guest must not wait for that.  What
+// finds the lock taken stays in the producer's outbox until the next try.
+bool Writer::pump(bool wait) {
+    producer_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+    if (outbox_.empty() && out_counters_.empty())
+        return true;
+    std::unique_lock lk(mu_, std::defer_lock);
+    if (wait)
+        lk.lock();
+    else if (!lk.try_lock())
+        return false;
+    if (committed_by_session_.size() < sessions_)
+        committed_by_session_.resize(sessions_, 0);
+    for (auto& [session, c] : out_counters_) {
+        counters_[session] = std::move(c);
+        dirty_.insert(session);
+    }
+    out_counters_.clear();
+    notes_in_ += outbox_.size();
+    for (auto& n : outbox_)
+        notes_.push_back(std::move(n));
+    outbox_.clear();
+    notes_size_.store(notes_.size(), std::memory_order_relaxed);
+    lk.unlock();
+    cv_.notify_all();
+    return true;
+}
+
 bool Writer::enqueue(Note n, bool droppable) {
     n.after = pushed_.load(std::memory_order_relaxed);
-    {
-        std::lock_guard lk(mu_);
-        if (droppable && notes_.size() >= note_capacity_)
-            return false;
-        notes_.push_back(std::move(n));
-        notes_in_++;
-    }
-    cv_.notify_all();
+    if (droppable && outbox_.size() + notes_size_.load(std::memory_order_relaxed) >= note_capacity_)
+        return false;
+    outbox_.push_back(std::move(n));
+    pump(false);
     return true;
 }
 
 uint32_t Writer::begin_session(const SessionRow& s) {
     uint32_t ord = sessions_++;
-    {
-        std::lock_guard lk(mu_);
-        committed_by_session_.resize(sessions_, 0);
-        counters_[ord] = {s.state};
-        dirty_.insert(ord);
-    }
+    out_counters_[ord] = {s.state};
     enqueue({0, s, ord}, false);
     return ord;
 }
 
 void Writer::set_counters(uint32_t session, const SessionCounters& c) {
-    std::lock_guard lk(mu_);
-    counters_[session] = c;
-    dirty_.insert(session);
+    out_counters_[session] = c;
+    pump(false);
 }
 
 bool Writer::push(const Record& r) {
@@ -657,7 +689,7 @@ bool Writer::push(const Record& r) {
     if (queue_.size() > queue_.capacity() / 4 && !boosted_.load(std::memory_order_relaxed) &&
         writer_tid_.load(std::memory_order_acquire) > 0 &&
         !boosted_.exchange(true, std::memory_order_acq_rel))
-        (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(writer_tid_.load()), 0);
+        (void)writer_priority(writer_tid_.load(), 0);
     return true;
 }
 
@@ -676,6 +708,8 @@ void Writer::request_extract(const ExtractRequest& r) {
 }
 
 bool Writer::flush(int timeout_ms) {
+    if (std::this_thread::get_id() == producer_.load(std::memory_order_relaxed))
+        pump(true);
     uint64_t records = pushed_.load(std::memory_order_acquire);
     std::unique_lock lk(mu_);
     uint64_t notes = notes_in_;
@@ -685,6 +719,8 @@ bool Writer::flush(int timeout_ms) {
 }
 
 int64_t Writer::session_row(uint32_t session, int timeout_ms) {
+    if (std::this_thread::get_id() == producer_.load(std::memory_order_relaxed))
+        pump(true);
     std::unique_lock lk(mu_);
     cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms),
                  [&] { return session < rows_.size() && rows_[session]; });
@@ -702,6 +738,7 @@ std::string Writer::last_error() const {
 }
 
 uint64_t Writer::close(int deadline_ms) {
+    pump(true); // the producer has stopped: its outbox goes in
     {
         std::lock_guard lk(mu_);
         if (!thread_.joinable())
@@ -735,6 +772,7 @@ void Writer::gather(Work& w) {
                 w.notes.emplace_back(w.records.size(), std::move(notes_.front()));
                 notes_.pop_front();
             }
+            notes_size_.store(notes_.size(), std::memory_order_relaxed);
             upto = pushed_.load(std::memory_order_acquire);
             if (!notes_.empty())
                 upto = std::min(upto, notes_.front().after);
@@ -992,8 +1030,12 @@ void Writer::run() {
     // the two share a CPU, the thread that serves the guest must not wait
     // for a commit to use up its time slice (at the daemon's own priority
     // a committing writer made one access in a thousand wait over a
-    // millisecond).  So the writer runs nicer, preempted at once and given
-    // whatever CPU is idle.  But a writer kept from the CPU falls behind,
+    // millisecond).  So the writer runs nicer, by default SCHED_IDLE,
+    // preempted at once and given whatever CPU is idle (at nice 19 a writer
+    // that had slept still held up one access in a thousand for a
+    // millisecond or more with 2 or 4 vCPUs; tests/bench/trap_path.py).  The
+    // producer therefore never waits for its lock (see pump()).  But a
+    // writer kept from the CPU falls behind,
     // and a full queue loses records: once the queue is a quarter full the
     // writer takes the daemon's priority until it is nearly empty again.
     // Going back up needs the privilege the daemon has as root; without
@@ -1003,7 +1045,7 @@ void Writer::run() {
     const bool can_return =
         ::geteuid() == 0 || (::getrlimit(RLIMIT_NICE, &nl) == 0 && nl.rlim_cur >= 20);
     const int quiet = can_return ? nice_ : 0;
-    if (quiet > 0 && ::setpriority(PRIO_PROCESS, static_cast<id_t>(id), quiet) == 0)
+    if (quiet > 0 && writer_priority(id, quiet))
         writer_tid_.store(id, std::memory_order_release); // push() may boost it now
     Work w;
     std::vector<ExtractRequest> extracts;
@@ -1014,8 +1056,7 @@ void Writer::run() {
             gather(w);
         // Caught up again after a boost: back to the quiet priority.
         if (boosted_.load(std::memory_order_acquire) &&
-            queue_.size() + w.records.size() < queue_.capacity() / 16 &&
-            ::setpriority(PRIO_PROCESS, static_cast<id_t>(id), quiet) == 0)
+            queue_.size() + w.records.size() < queue_.capacity() / 16 && writer_priority(id, quiet))
             boosted_.store(false, std::memory_order_release);
         if (w.empty()) {
             std::unique_lock lk(mu_);

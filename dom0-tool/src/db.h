@@ -147,7 +147,10 @@ class Writer {
     ~Writer(); // close(10000)
     Writer(const Writer&) = delete;
 
-    // Producer side (one thread).
+    // Producer side (one thread).  It never waits for the writer: what
+    // finds the writer's lock taken waits in the producer's outbox, which
+    // pump() (and every call below) hands over when the lock is free.
+    bool pump(bool wait = false);                // false: the lock was taken, try again
     uint32_t begin_session(const SessionRow& s); // never refused
     void set_counters(uint32_t session, const SessionCounters& c);
     bool push(const Record& r);                         // false if full
@@ -170,8 +173,10 @@ class Writer {
     std::string last_error() const;
     const std::string& path() const { return path_; }
     uint64_t checkpoints() const { return checkpointer_->done(); }
+    std::mutex& lock_for_tests() { return mu_; } // the lock the producer never waits for
 
-    // Stops the thread after it committed everything queued, or, if the DB
+    // Once the producer has stopped (or on its thread): stops the writer
+    // thread after it committed everything queued, or, if the DB
     // cannot be written, gives up deadline_ms after this call.  Returns the number of
     // records and notes it could not write (0: nothing lost).
     uint64_t close(int deadline_ms);
@@ -208,9 +213,13 @@ class Writer {
     std::atomic<bool> boosted_{false}; // it runs at the daemon's priority for a backlog
     ExtractReply extract_reply_;
 
-    std::atomic<uint64_t> pushed_{0}; // written by the producer only
-    uint32_t sessions_ = 0;           // producer only
-    uint64_t popped_ = 0;             // writer only
+    std::atomic<uint64_t> pushed_{0};                  // written by the producer only
+    uint32_t sessions_ = 0;                            // producer only
+    std::deque<Note> outbox_;                          // producer only: notes not yet handed over
+    std::map<uint32_t, SessionCounters> out_counters_; // producer only, likewise
+    std::atomic<std::thread::id> producer_{};          // the producer's thread
+    std::atomic<size_t> notes_size_{0};                // notes_.size(), for the producer
+    uint64_t popped_ = 0;                              // writer only
     // Summaries of committed rows not yet written (writer only): see commit().
     std::unique_ptr<Summaries> pending_;
     uint64_t unsummarised_ = 0;

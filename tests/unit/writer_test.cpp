@@ -271,6 +271,39 @@ TEST_F(WriterTest, SessionsOfDeadDaemonsAreAbortedOnOpen) {
     }
 }
 
+// The producer never waits for the writer's lock (the writer, at the
+// lowest priority, may be preempted holding it): notes and counters wait
+// in its outbox and go in once the lock is free.
+TEST_F(WriterTest, TheProducerNeverWaitsForTheWritersLock) {
+    Writer w(db_, 64);
+    uint32_t s = w.begin_session(row());
+    ASSERT_TRUE(w.flush());
+    {
+        // Held here, a producer that waited for it would never return.
+        std::lock_guard held(w.lock_for_tests());
+        ASSERT_TRUE(w.push(rec(s, 0x70, 1)));
+        EXPECT_TRUE(w.add_marker({s, "pause", -1, -1, -1, 60, "user", {}}));
+        ASSERT_TRUE(w.push(rec(s, 0x70, 2)));
+        SessionCounters c{"paused"};
+        c.unrecorded = 5;
+        w.set_counters(s, c);
+        EXPECT_FALSE(w.pump());
+    }
+    EXPECT_TRUE(w.pump());
+    ASSERT_TRUE(w.flush());
+    std::string row_id = std::to_string(w.session_row(s, 0));
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions"), 2);
+    EXPECT_EQ(scalar("SELECT unrecorded FROM sessions WHERE id = " + row_id), 5);
+    EXPECT_EQ(scalar("SELECT count(*) FROM markers WHERE kind = 'pause'"), 1);
+    // An extract asked for afterwards sees both records.
+    std::promise<ExtractResult> got;
+    w.on_extract([&](const ExtractRequest&, ExtractResult& x) { got.set_value(x); });
+    w.request_extract(extract(s, 0x70, 0x70));
+    auto f = got.get_future();
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    EXPECT_EQ(f.get().total, 2u);
+}
+
 // Rows go in many to a statement: every record lands once, in the order
 // queued, in its session, with each column as given (NULL where unknown),
 // also where notes and other sessions cut the batch at odd places.
