@@ -541,6 +541,7 @@ Writer::Writer(const std::string& path, size_t queue_capacity, size_t note_capac
     // A WAL that grew while the checkpointer lagged goes back to this size
     // when it restarts.
     db_.exec("PRAGMA journal_size_limit = " + std::to_string(64 << 20));
+    progress_ns_.store(now_ns(), std::memory_order_release);
     abort_orphans();
     thread_ = std::thread([this] {
         run();
@@ -634,6 +635,15 @@ void Writer::summarise_rest(int64_t session) {
 // finds the lock taken stays in the producer's outbox until the next try.
 bool Writer::pump(bool wait) {
     producer_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+    // Records that waited kStaleNs for a writer the scheduler keeps from
+    // the CPU (other work on a busy host outranks its SCHED_IDLE) get it
+    // the daemon's priority, as a backlog does: they are committed within
+    // about that long, not whenever the host is idle.
+    // (Records the writer has taken but not committed count too: it may be
+    // kept from the CPU in the middle of a commit.)
+    if (pushed_.load(std::memory_order_relaxed) > committed_.load() &&
+        now_ns() - progress_ns_.load(std::memory_order_acquire) > kStaleNs)
+        boost();
     if (outbox_.empty() && out_counters_.empty())
         return true;
     std::unique_lock lk(mu_, std::defer_lock);
@@ -686,11 +696,16 @@ bool Writer::push(const Record& r) {
     // A writer that falls behind gets the daemon's priority at once, from
     // here: it may be in the middle of a commit it would finish too slowly
     // at its own (see Writer::run).
-    if (queue_.size() > queue_.capacity() / 4 && !boosted_.load(std::memory_order_relaxed) &&
+    if (queue_.size() > queue_.capacity() / 4)
+        boost();
+    return true;
+}
+
+void Writer::boost() {
+    if (!boosted_.load(std::memory_order_relaxed) &&
         writer_tid_.load(std::memory_order_acquire) > 0 &&
         !boosted_.exchange(true, std::memory_order_acq_rel))
         (void)writer_priority(writer_tid_.load(), 0);
-    return true;
 }
 
 bool Writer::add_marker(Marker m, bool from_guest) {
@@ -1047,6 +1062,13 @@ void Writer::run() {
     const int quiet = can_return ? nice_ : 0;
     if (quiet > 0 && writer_priority(id, quiet))
         writer_tid_.store(id, std::memory_order_release); // push() may boost it now
+    // Caught up again after a boost (committed, nearly nothing waits):
+    // back to the quiet priority.
+    auto lower = [&] {
+        if (boosted_.load(std::memory_order_acquire) && queue_.size() < queue_.capacity() / 16 &&
+            writer_priority(id, quiet))
+            boosted_.store(false, std::memory_order_release);
+    };
     Work w;
     std::vector<ExtractRequest> extracts;
     std::string err;
@@ -1054,11 +1076,9 @@ void Writer::run() {
     for (;;) {
         if (w.empty())
             gather(w);
-        // Caught up again after a boost: back to the quiet priority.
-        if (boosted_.load(std::memory_order_acquire) &&
-            queue_.size() + w.records.size() < queue_.capacity() / 16 && writer_priority(id, quiet))
-            boosted_.store(false, std::memory_order_release);
         if (w.empty()) {
+            progress_ns_.store(now_ns(), std::memory_order_release);
+            lower();
             std::unique_lock lk(mu_);
             if (dirty_.empty()) {
                 if (stop_ && notes_.empty() && queue_.size() == 0)
@@ -1105,6 +1125,8 @@ void Writer::run() {
                 failing_since = failures = 0;
             }
             w = Work{};
+            progress_ns_.store(now_ns(), std::memory_order_release);
+            lower();
             cv_.notify_all();
             continue;
         }

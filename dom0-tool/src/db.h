@@ -194,6 +194,7 @@ class Writer {
     };
 
     bool enqueue(Note n, bool droppable);
+    void boost(); // the writer to the daemon's priority
     void run();
     void gather(Work& w);
     bool commit(Work& w, std::vector<ExtractRequest>& extracts, std::string& err);
@@ -211,6 +212,9 @@ class Writer {
     int nice_;
     std::atomic<int> writer_tid_{0};   // set once the writer is nicer than the daemon
     std::atomic<bool> boosted_{false}; // it runs at the daemon's priority for a backlog
+    // When the writer last committed or found nothing to do (see pump()).
+    std::atomic<uint64_t> progress_ns_{0};
+    static constexpr uint64_t kStaleNs = 250'000'000;
     ExtractReply extract_reply_;
 
     std::atomic<uint64_t> pushed_{0};                  // written by the producer only

@@ -17,6 +17,8 @@ rounds, and the ratios on/bare and on/off.  --pin runs every process on CPU
 
 usage: trap_path.py --bin BUILD_DIR [--accesses N] [--rounds R] [--vcpus 1,2,4] [--pin]
                     [--writer-nice N]   (the daemon's; 0 shows the cost of writing at its priority)
+                    [--queue N]   (the daemon's record queue: the writer is raised to the
+                                   daemon's priority once a quarter of it waits)
 """
 import argparse
 import os
@@ -116,8 +118,10 @@ def main():
     ap.add_argument("--vcpus", default="1,2,4")
     ap.add_argument("--pin", action="store_true")
     ap.add_argument("--writer-nice", type=int)
+    ap.add_argument("--queue", type=int)
     a = ap.parse_args()
     extra = [] if a.writer_nice is None else ["--writer-nice", str(a.writer_nice)]
+    extra += [] if a.queue is None else ["--queue", str(a.queue)]
     b = os.path.abspath(a.bin)
     print(f"trap path: {a.accesses} OUTs per vCPU, {a.rounds} interleaved rounds"
           f"{', pinned to CPU 0' if a.pin else ''}"

@@ -315,6 +315,11 @@ int main(int argc, char **argv)
     {
         printf("BUSPROF-RELATIVE guest=%s baseline=none status=no-memory\n",
                guest);
+        free(clk);
+        free(bus);
+        free(ovh);
+        for ( b = 0; b < NR_PATHS; b++ )
+            free(path[b].rtt);
         return 1;
     }
 
@@ -488,5 +493,10 @@ int main(int argc, char **argv)
             rc = 1;
     }
 
+    free(clk);
+    free(bus);
+    free(ovh);
+    for ( b = 0; b < NR_PATHS; b++ )
+        free(path[b].rtt);
     return rc;
 }
