@@ -881,10 +881,10 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
                 for (size_t k = 0; k < n; k++, next++) {
                     const Record& r = w.records[next];
                     uint32_t ord = static_cast<uint32_t>(r.session_id);
-                    bind_record(ins.get(), static_cast<int>(k * kInsertColumns), r,
-                                row_of(ord, rows));
+                    int64_t row = row_of(ord, rows);
+                    bind_record(ins.get(), static_cast<int>(k * kInsertColumns), r, row);
                     per_session[ord]++;
-                    summaries.add(row_of(ord, rows), r);
+                    summaries.add(row, r);
                 }
                 ins.step();
                 sqlite3_reset(ins.get()); // every parameter is bound again
