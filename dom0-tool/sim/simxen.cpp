@@ -781,36 +781,32 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (p->state == STATE_IORESP_READY)
             break;
+        s_time_t left = deadline - NOW();
         // Whether the profiler is still there is asked only after a wait
         // that brought no answer: the answer's own path takes no lock.
-        if (!waited) {
-            pollfd pf{from_dm, POLLIN, 0};
-            ::poll(&pf, 1, static_cast<int>(std::min<unsigned>(timeout_ms, 100)));
-            uint64_t cnt;
-            (void)!::read(from_dm, &cnt, sizeof(cnt));
-            continue;
-        }
-        bool dead;
-        {
-            std::lock_guard lk(dom->mu);
-            // Gone, even if another profiler came since: only this
-            // one can answer this request.
-            dead = dom->server != srv;
-        }
-        s_time_t left = deadline - NOW();
-        if (dead || left <= 0 || stopping_) {
-            // The profiler died or hung: complete the access as an
-            // unclaimed port and drop the traps, never leave the vCPU stuck.
-            // As Xen does, the slot stays with the profiler, which must
-            // see that the request was given up (the timeout message) and
-            // leave the bus alone; its late answer is ignored.
-            if (dead)
-                p->state = STATE_IOREQ_NONE;
-            busprof_access_timeout(v, r.port);
-            if (r.dir == XEN_BUSPROF_DIR_IN)
-                r.value = ones;
-            r.rc = 0;
-            return;
+        if (waited) {
+            bool dead;
+            {
+                std::lock_guard lk(dom->mu);
+                // Gone, even if another profiler came since: only this
+                // one can answer this request.
+                dead = dom->server != srv;
+            }
+            if (dead || left <= 0 || stopping_) {
+                // The profiler died or hung: complete the access as an
+                // unclaimed port and drop the traps, never leave the vCPU
+                // stuck.  As Xen does, the slot stays with the profiler,
+                // which must see that the request was given up (the
+                // timeout message) and leave the bus alone; its late
+                // answer is ignored.
+                if (dead)
+                    p->state = STATE_IOREQ_NONE;
+                busprof_access_timeout(v, r.port);
+                if (r.dir == XEN_BUSPROF_DIR_IN)
+                    r.value = ones;
+                r.rc = 0;
+                return;
+            }
         }
         pollfd pf{from_dm, POLLIN, 0};
         ::poll(&pf, 1, static_cast<int>(std::min<s_time_t>(left / 1000000 + 1, 100)));

@@ -315,12 +315,8 @@ int main(int argc, char **argv)
     {
         printf("BUSPROF-RELATIVE guest=%s baseline=none status=no-memory\n",
                guest);
-        free(clk);
-        free(bus);
-        free(ovh);
-        for ( b = 0; b < NR_PATHS; b++ )
-            free(path[b].rtt);
-        return 1;
+        rc = 1;
+        goto out;
     }
 
     /*
@@ -493,6 +489,7 @@ int main(int argc, char **argv)
             rc = 1;
     }
 
+ out:
     free(clk);
     free(bus);
     free(ovh);
