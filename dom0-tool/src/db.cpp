@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sched.h>
@@ -428,6 +430,40 @@ bool writer_priority(int tid, int nice) {
     return ::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), nice) == 0;
 }
 
+ThreadSched sched_of(int tid) {
+    ThreadSched s;
+    sched_param sp{};
+    s.policy = ::sched_getscheduler(tid);
+    if (s.policy < 0 || ::sched_getparam(tid, &sp) != 0)
+        s.policy = SCHED_OTHER;
+    s.priority = sp.sched_priority;
+    errno = 0;
+    int n = ::getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
+    s.nice = errno ? 0 : n;
+    return s;
+}
+
+bool sched_set(int tid, const ThreadSched& s) {
+    sched_param sp{};
+    sp.sched_priority = s.priority;
+    return ::sched_setscheduler(tid, s.policy, &sp) == 0 &&
+           ::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), s.nice) == 0;
+}
+
+// Whether a thread scheduled as base may go to nice and come back.  Going
+// down is always allowed; coming back needs CAP_SYS_NICE or an
+// RLIMIT_NICE that reaches base, which root lacks in a container that
+// drops the capability.  A thread of its own tries, so that the caller's
+// scheduling stays as it is whatever the answer (threads inherit it).
+bool can_come_back(const ThreadSched& base, int nice) {
+    bool ok = false;
+    std::thread([&] {
+        const int t = static_cast<int>(::gettid());
+        ok = writer_priority(t, nice) && sched_set(t, base);
+    }).join();
+    return ok;
+}
+
 // The transactions INSERT of n rows, and the binding of one of them at
 // parameter base + 1 ... base + kInsertColumns.
 constexpr int kInsertColumns = 17;
@@ -704,8 +740,12 @@ bool Writer::push(const Record& r) {
 void Writer::boost() {
     if (!boosted_.load(std::memory_order_relaxed) &&
         writer_tid_.load(std::memory_order_acquire) > 0 &&
-        !boosted_.exchange(true, std::memory_order_acq_rel))
-        (void)writer_priority(writer_tid_.load(), 0);
+        !boosted_.exchange(true, std::memory_order_acq_rel) &&
+        !sched_set(writer_tid_.load(), base_) && !boost_failed_.exchange(true))
+        std::fprintf(stderr,
+                     "busprof: warning: the trace DB's writer could not be raised to the"
+                     " daemon's priority (%s): records wait for an idle CPU\n",
+                     std::strerror(errno));
 }
 
 bool Writer::add_marker(Marker m, bool from_guest) {
@@ -1051,17 +1091,19 @@ void Writer::run() {
     // millisecond or more with 2 or 4 vCPUs; tests/bench/trap_path.py).  The
     // producer therefore never waits for its lock (see pump()).  But a
     // writer kept from the CPU falls behind,
-    // and a full queue loses records: once the queue is a quarter full the
-    // writer takes the daemon's priority until it is nearly empty again.
-    // Going back up needs the privilege the daemon has as root; without
-    // it the writer stays at the daemon's priority throughout.
+    // and a full queue loses records: once the queue is a quarter full, or
+    // records waited kStaleNs, the writer takes the daemon's priority (as
+    // this thread inherited it) until it is nearly empty again.
+    // Going back up may need a privilege that root lacks in a container
+    // (see can_come_back); without it the writer stays at the daemon's
+    // priority throughout: one that went quiet and could not come back
+    // would starve while the host is busy.
     const int id = static_cast<int>(::gettid());
-    rlimit nl{};
-    const bool can_return =
-        ::geteuid() == 0 || (::getrlimit(RLIMIT_NICE, &nl) == 0 && nl.rlim_cur >= 20);
-    const int quiet = can_return ? nice_ : 0;
+    base_ = sched_of(id);
+    const int quiet = nice_ > 0 && can_come_back(base_, nice_) ? nice_ : 0;
     if (quiet > 0 && writer_priority(id, quiet))
         writer_tid_.store(id, std::memory_order_release); // push() may boost it now
+    quiet_.store(writer_tid_.load() > 0, std::memory_order_release);
     // Caught up again after a boost (committed, nearly nothing waits):
     // back to the quiet priority.
     auto lower = [&] {

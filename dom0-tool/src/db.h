@@ -99,6 +99,14 @@ struct ExtractResult {
 
 class Summaries;
 
+// How a thread is scheduled (policy, its priority, nice value): what the
+// writer returns to when it is raised.
+struct ThreadSched {
+    int policy = 0; // SCHED_OTHER
+    int priority = 0;
+    int nice = 0;
+};
+
 // Checkpoints the writer's WAL on a thread and connection of its own, so
 // that the writer only appends: copying the WAL's pages into the DB and
 // the fsyncs that go with it (SQLite's automatic checkpoint, otherwise run
@@ -174,6 +182,9 @@ class Writer {
     const std::string& path() const { return path_; }
     uint64_t checkpoints() const { return checkpointer_->done(); }
     std::mutex& lock_for_tests() { return mu_; } // the lock the producer never waits for
+    // Whether the writer runs nicer than the daemon (false until it has
+    // started, and where it could not come back up; see Writer::run).
+    bool quiet() const { return quiet_.load(std::memory_order_acquire); }
 
     // Once the producer has stopped (or on its thread): stops the writer
     // thread after it committed everything queued, or, if the DB
@@ -210,8 +221,11 @@ class Writer {
     SpscQueue<Record> queue_;
     size_t note_capacity_;
     int nice_;
-    std::atomic<int> writer_tid_{0};   // set once the writer is nicer than the daemon
-    std::atomic<bool> boosted_{false}; // it runs at the daemon's priority for a backlog
+    std::atomic<int> writer_tid_{0}; // set once the writer is nicer than the daemon
+    ThreadSched base_;               // the daemon's scheduling, before writer_tid_ is set
+    std::atomic<bool> quiet_{false};
+    std::atomic<bool> boost_failed_{false}; // said once
+    std::atomic<bool> boosted_{false};      // it runs at the daemon's priority for a backlog
     // When the writer last committed or found nothing to do (see pump()).
     std::atomic<uint64_t> progress_ns_{0};
     static constexpr uint64_t kStaleNs = 250'000'000;

@@ -5,11 +5,16 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <future>
+#include <linux/capability.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <thread>
 #include <unistd.h>
+#include <vector>
 
 namespace busprof {
 namespace {
@@ -302,6 +307,105 @@ TEST_F(WriterTest, TheProducerNeverWaitsForTheWritersLock) {
     auto f = got.get_future();
     ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
     EXPECT_EQ(f.get().total, 2u);
+}
+
+// Threads that keep every CPU busy at the caller's priority while they live.
+class Hogs {
+  public:
+    Hogs() {
+        for (unsigned i = 0; i < 2 * std::max(1u, std::thread::hardware_concurrency()); i++)
+            threads_.emplace_back([this] {
+                while (!stop_.load(std::memory_order_relaxed)) {
+                }
+            });
+    }
+    ~Hogs() {
+        stop_ = true;
+        for (auto& t : threads_)
+            t.join();
+    }
+
+  private:
+    std::atomic<bool> stop_{false};
+    std::vector<std::thread> threads_;
+};
+
+// 4000 records on a host kept busy: all committed within timeout_ms, the
+// producer calling pump() as the daemon's loop does.
+bool commits_while_busy(Writer& w, uint32_t s, int timeout_ms) {
+    Hogs hogs;
+    for (uint32_t i = 0; i < 4000; i++) {
+        Record r{};
+        r.session_id = s;
+        r.port = 0x70;
+        r.size = 1;
+        r.value = i;
+        r.t_trap_ns = r.t_resume_ns = 10;
+        if (!w.push(r))
+            return false;
+    }
+    for (int waited = 0; waited < timeout_ms; waited += 10) {
+        w.pump();
+        if (w.committed() == 4000)
+            return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+}
+
+// A writer that could not be raised back to the daemon's priority must
+// not go quiet: at SCHED_IDLE it would get no CPU while the host is busy.
+// Root lacks the privilege it takes (CAP_SYS_NICE, or an RLIMIT_NICE of
+// 20) in a container that drops the capability; here the thread that
+// makes the writer drops it (capabilities are per thread, and the
+// writer's threads inherit them).
+TEST_F(WriterTest, AWriterThatCouldNotComeBackUpStaysAtTheDaemonsPriority) {
+    rlimit saved{};
+    ASSERT_EQ(::getrlimit(RLIMIT_NICE, &saved), 0);
+    rlimit none = saved;
+    none.rlim_cur = 0;
+    ASSERT_EQ(::setrlimit(RLIMIT_NICE, &none), 0);
+    std::string failed;
+    std::thread([&] {
+        __user_cap_header_struct h{_LINUX_CAPABILITY_VERSION_3, 0};
+        __user_cap_data_struct d[2]{};
+        if (::syscall(SYS_capget, &h, d) != 0) {
+            failed = "capget";
+            return;
+        }
+        d[0].effective &= ~(1u << CAP_SYS_NICE);
+        d[0].permitted &= ~(1u << CAP_SYS_NICE);
+        if (::syscall(SYS_capset, &h, d) != 0) {
+            failed = "capset";
+            return;
+        }
+        Writer w(db_, 1 << 14, 4096, 19);
+        uint32_t s = w.begin_session(row());
+        if (!w.flush()) // the session's row is in: the writer has started
+            failed = "flush";
+        else if (w.quiet())
+            failed = "the writer went quiet";
+        else if (!commits_while_busy(w, s, 5000))
+            failed = "not all committed within 5 s while the host was busy";
+    }).join();
+    ASSERT_EQ(::setrlimit(RLIMIT_NICE, &saved), 0);
+    EXPECT_EQ(failed, "");
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions"), 4000);
+}
+
+// With the privilege the writer goes quiet (SCHED_IDLE at nice 19), and
+// records that waited for it while the host is busy raise it: committed
+// within about Writer::kStaleNs, not whenever the host is idle.
+TEST_F(WriterTest, AQuietWriterIsRaisedForRecordsThatWaitOnABusyHost) {
+    Writer w(db_, 1 << 14, 4096, 19);
+    uint32_t s = w.begin_session(row());
+    ASSERT_TRUE(w.flush()); // the session's row is in: the writer has started
+    if (!w.quiet())
+        GTEST_SKIP() << "this process may not raise a thread back up (no CAP_SYS_NICE and"
+                        " RLIMIT_NICE below 20): the writer stays at its priority, as the"
+                        " test above checks";
+    EXPECT_TRUE(commits_while_busy(w, s, 5000));
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions"), 4000);
 }
 
 // Rows go in many to a statement: every record lands once, in the order
