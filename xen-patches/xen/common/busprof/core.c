@@ -304,7 +304,7 @@ static int extract(struct vcpu *v, XEN_GUEST_HANDLE_PARAM(void) arg,
 {
     struct domain *d = v->domain;
     struct busprof_domain *bd = busprof_get(d, false);
-    /* The two arguments differ only in the type of buffer. */
+    /* One buffer, read as either argument. */
     union {
         struct xen_busprof_extract plain;
         struct xen_busprof_extract_ext ext;
