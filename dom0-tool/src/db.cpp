@@ -738,10 +738,20 @@ bool Writer::push(const Record& r) {
 }
 
 void Writer::boost() {
-    if (!boosted_.load(std::memory_order_relaxed) &&
-        writer_tid_.load(std::memory_order_acquire) > 0 &&
-        !boosted_.exchange(true, std::memory_order_acq_rel) &&
-        !sched_set(writer_tid_.load(), base_) && !boost_failed_.exchange(true))
+    const int tid = writer_tid_.load(std::memory_order_acquire);
+    if (tid <= 0)
+        return;
+    // Raised once, and again every kBoostAgainNs while the backlog lasts:
+    // boosted_ is the writer's to clear, and a writer that lowered itself
+    // may be kept from the CPU before anything it does next, so a raise
+    // that crossed its lowering must not wait for it (see Writer::run).
+    const uint64_t now = now_ns();
+    if (boosted_.load(std::memory_order_acquire) &&
+        now - boost_ns_.load(std::memory_order_relaxed) < kBoostAgainNs)
+        return;
+    boost_ns_.store(now, std::memory_order_relaxed);
+    boosted_.store(true, std::memory_order_release);
+    if (!sched_set(tid, base_) && !boost_failed_.exchange(true))
         std::fprintf(stderr,
                      "busprof: warning: the trace DB's writer could not be raised to the"
                      " daemon's priority (%s): records wait for an idle CPU\n",
@@ -1105,11 +1115,19 @@ void Writer::run() {
         writer_tid_.store(id, std::memory_order_release); // push() may boost it now
     quiet_.store(writer_tid_.load() > 0, std::memory_order_release);
     // Caught up again after a boost (committed, nearly nothing waits):
-    // back to the quiet priority.
+    // back to the quiet priority.  boosted_ is cleared first: once quiet,
+    // this thread may not run again before a backlog raises it, and a
+    // boosted_ still set then kept the producer from raising it (on a busy
+    // CPU the queue filled and records were dropped).  A raise that comes
+    // between the two is undone here, and repeated by the producer after
+    // kBoostAgainNs while the backlog lasts.
     auto lower = [&] {
-        if (boosted_.load(std::memory_order_acquire) && queue_.size() < queue_.capacity() / 16 &&
-            writer_priority(id, quiet))
+        if (boosted_.load(std::memory_order_acquire) && queue_.size() < queue_.capacity() / 16) {
             boosted_.store(false, std::memory_order_release);
+            (void)writer_priority(id, quiet);
+            if (lowered_for_tests_)
+                lowered_for_tests_();
+        }
     };
     Work w;
     std::vector<ExtractRequest> extracts;

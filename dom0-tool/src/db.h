@@ -185,6 +185,9 @@ class Writer {
     // Whether the writer runs nicer than the daemon (false until it has
     // started, and where it could not come back up; see Writer::run).
     bool quiet() const { return quiet_.load(std::memory_order_acquire); }
+    // Called on the writer's thread each time it has lowered itself after a
+    // backlog; set before the first record.
+    void on_lowered_for_tests(std::function<void()> f) { lowered_for_tests_ = std::move(f); }
 
     // Once the producer has stopped (or on its thread): stops the writer
     // thread after it committed everything queued, or, if the DB
@@ -226,6 +229,9 @@ class Writer {
     std::atomic<bool> quiet_{false};
     std::atomic<bool> boost_failed_{false}; // said once
     std::atomic<bool> boosted_{false};      // it runs at the daemon's priority for a backlog
+    std::atomic<uint64_t> boost_ns_{0};     // when the producer last raised it
+    static constexpr uint64_t kBoostAgainNs = 10'000'000;
+    std::function<void()> lowered_for_tests_;
     // When the writer last committed or found nothing to do (see pump()).
     std::atomic<uint64_t> progress_ns_{0};
     static constexpr uint64_t kStaleNs = 250'000'000;
