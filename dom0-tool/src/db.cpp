@@ -419,17 +419,6 @@ void bind_ns(Stmt& s, int i, uint64_t ns) {
     ns ? s.bind(i, static_cast<int64_t>(ns)) : s.bind_null(i);
 }
 
-// The priority of the writer's threads: nice 0 is the daemon's own, 1 to
-// 18 those nice values; 19, the lowest, is SCHED_IDLE, which the scheduler
-// preempts the moment another thread wakes, where a nice thread that slept
-// may first finish a slice (see Writer::run).
-bool writer_priority(int tid, int nice) {
-    sched_param sp{};
-    if (::sched_setscheduler(tid, nice >= 19 ? SCHED_IDLE : SCHED_OTHER, &sp) != 0)
-        return false;
-    return ::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), nice) == 0;
-}
-
 ThreadSched sched_of(int tid) {
     ThreadSched s;
     sched_param sp{};
@@ -448,6 +437,14 @@ bool sched_set(int tid, const ThreadSched& s) {
     sp.sched_priority = s.priority;
     return ::sched_setscheduler(tid, s.policy, &sp) == 0 &&
            ::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), s.nice) == 0;
+}
+
+// The priority of the writer's threads: nice 0 is the daemon's own, 1 to
+// 18 those nice values; 19, the lowest, is SCHED_IDLE, which the scheduler
+// preempts the moment another thread wakes, where a nice thread that slept
+// may first finish a slice (see Writer::run).
+bool writer_priority(int tid, int nice) {
+    return sched_set(tid, {nice >= 19 ? SCHED_IDLE : SCHED_OTHER, 0, nice});
 }
 
 // Whether a thread scheduled as base may go to nice and come back.  Going
@@ -1113,7 +1110,6 @@ void Writer::run() {
     const int quiet = nice_ > 0 && can_come_back(base_, nice_) ? nice_ : 0;
     if (quiet > 0 && writer_priority(id, quiet))
         writer_tid_.store(id, std::memory_order_release); // push() may boost it now
-    quiet_.store(writer_tid_.load() > 0, std::memory_order_release);
     // Caught up again after a boost (committed, nearly nothing waits):
     // back to the quiet priority.  boosted_ is cleared first: once quiet,
     // this thread may not run again before a backlog raises it, and a

@@ -184,7 +184,7 @@ class Writer {
     std::mutex& lock_for_tests() { return mu_; } // the lock the producer never waits for
     // Whether the writer runs nicer than the daemon (false until it has
     // started, and where it could not come back up; see Writer::run).
-    bool quiet() const { return quiet_.load(std::memory_order_acquire); }
+    bool quiet() const { return writer_tid_.load(std::memory_order_acquire) > 0; }
     // Called on the writer's thread each time it has lowered itself after a
     // backlog; set before the first record.
     void on_lowered_for_tests(std::function<void()> f) { lowered_for_tests_ = std::move(f); }
@@ -224,9 +224,8 @@ class Writer {
     SpscQueue<Record> queue_;
     size_t note_capacity_;
     int nice_;
-    std::atomic<int> writer_tid_{0}; // set once the writer is nicer than the daemon
-    ThreadSched base_;               // the daemon's scheduling, before writer_tid_ is set
-    std::atomic<bool> quiet_{false};
+    std::atomic<int> writer_tid_{0};        // set once the writer is nicer than the daemon
+    ThreadSched base_;                      // the daemon's scheduling, before writer_tid_ is set
     std::atomic<bool> boost_failed_{false}; // said once
     std::atomic<bool> boosted_{false};      // it runs at the daemon's priority for a backlog
     std::atomic<uint64_t> boost_ns_{0};     // when the producer last raised it

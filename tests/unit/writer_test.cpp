@@ -22,6 +22,27 @@
 namespace busprof {
 namespace {
 
+// Threads that keep every CPU busy at the caller's priority while they live.
+class Hogs {
+  public:
+    Hogs() {
+        for (unsigned i = 0; i < 2 * std::max(1u, std::thread::hardware_concurrency()); i++)
+            threads_.emplace_back([this] {
+                while (!stop_.load(std::memory_order_relaxed)) {
+                }
+            });
+    }
+    ~Hogs() {
+        stop_ = true;
+        for (auto& t : threads_)
+            t.join();
+    }
+
+  private:
+    std::atomic<bool> stop_{false};
+    std::vector<std::thread> threads_;
+};
+
 class WriterTest : public ::testing::Test {
   protected:
     void SetUp() override {
@@ -55,6 +76,21 @@ class WriterTest : public ::testing::Test {
         r.t_bus_end_ns = 30;
         r.t_resume_ns = 40;
         return r;
+    }
+    // 4000 records on a host kept busy: all committed within timeout_ms, the
+    // producer calling pump() as the daemon's loop does.
+    static bool commits_while_busy(Writer& w, uint32_t s, int timeout_ms) {
+        Hogs hogs;
+        for (uint32_t i = 0; i < 4000; i++)
+            if (!w.push(rec(s, 0x70, i)))
+                return false;
+        for (int waited = 0; waited < timeout_ms; waited += 10) {
+            w.pump();
+            if (w.committed() == 4000)
+                return true;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        return false;
     }
     static ExtractRequest extract(uint32_t session, uint16_t first, uint16_t last) {
         ExtractRequest x{session, 7, {}};
@@ -310,50 +346,6 @@ TEST_F(WriterTest, TheProducerNeverWaitsForTheWritersLock) {
     auto f = got.get_future();
     ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
     EXPECT_EQ(f.get().total, 2u);
-}
-
-// Threads that keep every CPU busy at the caller's priority while they live.
-class Hogs {
-  public:
-    Hogs() {
-        for (unsigned i = 0; i < 2 * std::max(1u, std::thread::hardware_concurrency()); i++)
-            threads_.emplace_back([this] {
-                while (!stop_.load(std::memory_order_relaxed)) {
-                }
-            });
-    }
-    ~Hogs() {
-        stop_ = true;
-        for (auto& t : threads_)
-            t.join();
-    }
-
-  private:
-    std::atomic<bool> stop_{false};
-    std::vector<std::thread> threads_;
-};
-
-// 4000 records on a host kept busy: all committed within timeout_ms, the
-// producer calling pump() as the daemon's loop does.
-bool commits_while_busy(Writer& w, uint32_t s, int timeout_ms) {
-    Hogs hogs;
-    for (uint32_t i = 0; i < 4000; i++) {
-        Record r{};
-        r.session_id = s;
-        r.port = 0x70;
-        r.size = 1;
-        r.value = i;
-        r.t_trap_ns = r.t_resume_ns = 10;
-        if (!w.push(r))
-            return false;
-    }
-    for (int waited = 0; waited < timeout_ms; waited += 10) {
-        w.pump();
-        if (w.committed() == 4000)
-            return true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
 }
 
 // A writer that could not be raised back to the daemon's priority must
