@@ -303,6 +303,7 @@ SimHypervisor::~SimHypervisor() {
     {
         std::lock_guard lk(threads_mu_);
         threads.swap(threads_);
+        shut_down(threads);
     }
     for (auto& t : threads)
         if (t.thread.joinable())
@@ -355,13 +356,23 @@ void SimHypervisor::run() {
             if (p[i + 2].revents & POLLIN)
                 accept_conn(guest_listen_[i].first.get(), guest_listen_[i].second);
     }
-    // Unblock every connection thread.
+    // Unblock every connection thread: one waiting for a message, and one
+    // whose vCPU waits for the profiler.
     std::lock_guard lk(threads_mu_);
+    shut_down(threads_);
     for (auto& dom : domains_) {
         std::lock_guard dl(dom->mu);
         if (dom->server)
             dom->server->kick();
     }
+}
+
+// threads_mu_ held: a thread closes its socket under it, so the number
+// shut down here is still that connection's.
+void SimHypervisor::shut_down(const std::vector<Worker>& workers) {
+    for (auto& w : workers)
+        if (w.conn->sock)
+            ::shutdown(w.conn->sock.get(), SHUT_RDWR);
 }
 
 void SimHypervisor::reap_finished() {
@@ -398,24 +409,20 @@ void SimHypervisor::accept_conn(int listen_fd, Domain* dom) {
     c->socket_dom = dom;
     auto done = std::make_shared<std::atomic<bool>>(false);
     std::lock_guard lk(threads_mu_);
+    // A connection accepted after the stop is shut down by no one.
+    if (stopping_)
+        return;
     threads_.push_back({std::thread([this, c, done] {
                             serve(c);
                             *done = true;
                         }),
-                        done});
+                        done, c});
 }
 
 void SimHypervisor::serve(std::shared_ptr<Conn> c) {
     std::vector<uint8_t> buf(sizeof(bp_sim_msg) +
                              XEN_BUSPROF_EXTRACT_MAX * sizeof(xen_busprof_record_ext));
     while (!stopping_) {
-        pollfd p[2] = {{c->sock.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
-        if (::poll(p, 2, -1) < 0 && errno != EINTR)
-            break;
-        if (stopping_)
-            break;
-        if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
-            continue;
         size_t n;
         try {
             n = recv_msg(c->sock.get(), buf.data(), buf.size());
@@ -447,6 +454,7 @@ void SimHypervisor::serve(std::shared_ptr<Conn> c) {
     drop_conn(*c);
     // Closed only now, so that a guest that waits for the close (a thread
     // that exits, bp_close) finds its vCPU free for the next connection.
+    std::lock_guard lk(threads_mu_);
     c->sock.reset();
 }
 

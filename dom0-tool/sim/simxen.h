@@ -78,11 +78,15 @@ class SimHypervisor {
     std::atomic<bool> stopping_{false};
     // One thread per connection, as a vCPU blocks in it while the daemon
     // performs its access; finished ones are joined at the next accept.
+    // A thread waits for its next message in recv() alone (one system call
+    // per message, none for the wait); the stop shuts its socket down.
     struct Worker {
         std::thread thread;
         std::shared_ptr<std::atomic<bool>> done;
+        std::shared_ptr<Conn> conn;
     };
-    std::mutex threads_mu_;
+    void shut_down(const std::vector<Worker>& workers);
+    std::mutex threads_mu_; // threads_, and each Conn's sock against its close
     std::vector<Worker> threads_;
     std::atomic<int> next_conn_id_{1};
 };

@@ -192,8 +192,6 @@ int Daemon::run() {
         // duration trigger runs; otherwise the wake-ups come from events.
         int wait_ms = waiting || cfg_.triggers.duration_ns ? 20 : 200;
         chan_->wait(wait_ms, wake_.get(), evs);
-        uint64_t cnt;
-        (void)!::read(wake_.get(), &cnt, sizeof(cnt));
 
         // Control messages first: a start_trap precedes the accesses it allows.
         serve_ctrl_ring();
@@ -678,14 +676,18 @@ std::string Daemon::control(const std::string& line) {
     return reply;
 }
 
+// On every turn of the loop: allocates nothing when no request waits
+// (the two vectors trade their buffers).
 void Daemon::serve_requests() {
-    std::deque<std::shared_ptr<Request>> reqs;
     {
         std::lock_guard lk(req_mu_);
-        reqs.swap(requests_);
+        if (requests_.empty())
+            return;
+        serving_.swap(requests_);
     }
-    for (auto& r : reqs)
+    for (auto& r : serving_)
         r->reply.set_value(handle(r->cmd));
+    serving_.clear();
 }
 
 std::string Daemon::handle(ControlCommand cmd) {

@@ -132,7 +132,8 @@ class Daemon {
 
     // shared: explicit and small
     std::mutex req_mu_; // requests_
-    std::deque<std::shared_ptr<Request>> requests_;
+    std::vector<std::shared_ptr<Request>> requests_;
+    std::vector<std::shared_ptr<Request>> serving_; // ioreq thread: the requests it answers
     std::atomic<bool> stopping_{false};
     std::atomic<const char*> stop_cause_{"shutdown"};
     FD wake_;

@@ -41,8 +41,8 @@ class Channel {
         } kind;        // ring has messages / vCPU's ioreq / hypervisor went away
         unsigned vcpu; // for vcpu
     };
-    // Waits up to timeout_ms for events, or until wake_fd is readable;
-    // appends what happened to out.
+    // Waits up to timeout_ms for events, or until wake_fd (an eventfd) is
+    // readable, which it then reads; appends what happened to out.
     virtual void wait(int timeout_ms, int wake_fd, std::vector<Ev>& out) = 0;
     // Tells vCPU v its ioreq is answered.
     virtual void notify_vcpu(unsigned v) = 0;

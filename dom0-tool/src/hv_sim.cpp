@@ -10,7 +10,7 @@ extern "C" {
 
 #include <cstring>
 #include <mutex>
-#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 
 namespace busprof {
@@ -81,6 +81,17 @@ void* map_fd(const FD& fd, size_t size) {
 }
 
 class SimChannel : public Channel {
+    // What an epoll event names: a vCPU by its number, or one of these.
+    static constexpr uint32_t kRing = 0xffffff00u, kWake = kRing + 1, kConn = kRing + 2;
+
+    void watch(int fd, uint32_t events, uint32_t what) {
+        epoll_event e{};
+        e.events = events;
+        e.data.u32 = what;
+        if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &e) < 0)
+            throw_errno("epoll_ctl");
+    }
+
   public:
     SimChannel(std::shared_ptr<SimConn> conn, uint16_t domid)
         : conn_(std::move(conn)), domid_(domid) {}
@@ -110,30 +121,39 @@ class SimChannel : public Channel {
 
     bool attached_ = false;
 
+    // One epoll set, made at the first wait: each wait costs the same
+    // however many vCPUs there are, and names the vCPUs whose event came.
+    // The connection to the simulator is watched for its end only (no
+    // events asked: EPOLLHUP/EPOLLERR); replies are read by call().
     void wait(int timeout_ms, int wake_fd, std::vector<Ev>& out) override {
-        // The connection to the simulator is watched for its end only
-        // (events 0: POLLHUP/POLLERR); replies are read by call().
-        if (poll_.empty()) {
-            poll_.push_back({ctrl_.get(), POLLIN, 0});
-            for (auto& f : to_dm_)
-                poll_.push_back({f.get(), POLLIN, 0});
-            poll_.push_back({wake_fd, POLLIN, 0});
-            poll_.push_back({conn_->fd(), 0, 0});
+        if (!epoll_) {
+            epoll_ = FD(::epoll_create1(EPOLL_CLOEXEC));
+            if (!epoll_)
+                throw_errno("epoll_create1");
+            watch(ctrl_.get(), EPOLLIN, kRing);
+            for (unsigned v = 0; v < to_dm_.size(); v++)
+                watch(to_dm_[v].get(), EPOLLIN, v);
+            watch(wake_fd, EPOLLIN, kWake);
+            watch(conn_->fd(), 0, kConn);
+            ready_.resize(to_dm_.size() + 3);
         }
-        if (::poll(poll_.data(), poll_.size(), timeout_ms) <= 0)
-            return;
+        int n =
+            ::epoll_wait(epoll_.get(), ready_.data(), static_cast<int>(ready_.size()), timeout_ms);
         uint64_t cnt;
-        if (poll_[0].revents & POLLIN) {
-            (void)!::read(ctrl_.get(), &cnt, sizeof(cnt));
-            out.push_back({Ev::ring, 0});
-        }
-        for (unsigned v = 0; v < to_dm_.size(); v++)
-            if (poll_[v + 1].revents & POLLIN) {
-                (void)!::read(to_dm_[v].get(), &cnt, sizeof(cnt));
-                out.push_back({Ev::ioreq, v});
+        for (int i = 0; i < n; i++) {
+            uint32_t what = ready_[i].data.u32;
+            if (what == kRing) {
+                (void)!::read(ctrl_.get(), &cnt, sizeof(cnt));
+                out.push_back({Ev::ring, 0});
+            } else if (what == kWake) {
+                (void)!::read(wake_fd, &cnt, sizeof(cnt));
+            } else if (what == kConn) {
+                out.push_back({Ev::gone, 0});
+            } else if (what < to_dm_.size()) {
+                (void)!::read(to_dm_[what].get(), &cnt, sizeof(cnt));
+                out.push_back({Ev::ioreq, what});
             }
-        if (poll_.back().revents)
-            out.push_back({Ev::gone, 0});
+        }
     }
 
     void notify_vcpu(unsigned v) override {
@@ -143,8 +163,8 @@ class SimChannel : public Channel {
 
     std::shared_ptr<SimConn> conn_;
     uint16_t domid_;
-    std::vector<pollfd> poll_;
-    FD ioreq_fd_, page_fd_, ctrl_;
+    FD ioreq_fd_, page_fd_, ctrl_, epoll_;
+    std::vector<epoll_event> ready_;
     std::vector<FD> to_dm_, from_dm_;
 };
 

@@ -214,6 +214,9 @@ class XenChannel : public Channel {
         int n = ::poll(p, wake_fd >= 0 ? 2 : 1, timeout_ms);
         if (n < 0 && errno != EINTR)
             throw_errno("waiting for event channels (poll)");
+        uint64_t cnt;
+        if (n > 0 && wake_fd >= 0 && (p[1].revents & POLLIN))
+            (void)!::read(wake_fd, &cnt, sizeof(cnt));
         // xenevtchn_pending() blocks when nothing is pending, so ask poll()
         // before each one.  Bounded: a port is delivered again only after
         // its unmask, and the caller must get to work.

@@ -26,6 +26,9 @@
 static struct sockaddr_un sim_addr;
 static uint16_t sim_domid;
 static __thread int vcpu_fd = -1;
+/* The thread's id, sent with each access (0: not asked yet); forgotten in
+ * a child of fork(), whose thread has its own. */
+static __thread uint32_t vcpu_tid;
 
 /* Open handles; the trap and sim_addr are set up by the first. */
 static pthread_mutex_t sim_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -102,9 +105,16 @@ static void vcpu_key_destroy(void *unused)
     vcpu_disconnect();
 }
 
+static void forget_tid(void)
+{
+    vcpu_tid = 0;
+}
+
 static void vcpu_key_create(void)
 {
     vcpu_key_rc = pthread_key_create(&vcpu_key, vcpu_key_destroy);
+    if ( vcpu_key_rc == 0 )
+        vcpu_key_rc = pthread_atfork(NULL, NULL, forget_tid);
 }
 
 /*
@@ -170,7 +180,9 @@ static int sim_forward(void *ctx, struct bp_pio *pio)
     m.dir = pio->is_write ? XEN_BUSPROF_DIR_OUT : XEN_BUSPROF_DIR_IN;
     m.value = pio->value;
     m.rip = pio->rip;
-    m.nr = (uint32_t)gettid(); /* the task that made it, as Xen's CR3 */
+    if ( !vcpu_tid )
+        vcpu_tid = (uint32_t)gettid();
+    m.nr = vcpu_tid; /* the task that made it, as Xen's CR3 */
 
     rc = sim_call(&m, NULL, 0, NULL, 0, NULL);
     if ( rc < 0 )

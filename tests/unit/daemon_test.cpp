@@ -62,6 +62,8 @@ class FakeChannel : public Channel {
         ::poll(pf, 2, timeout_ms);
         uint64_t n;
         (void)!::read(kick_, &n, sizeof(n));
+        if (pf[1].revents & POLLIN)
+            (void)!::read(wake_fd, &n, sizeof(n));
         std::lock_guard lk(mu_);
         out.insert(out.end(), events_.begin(), events_.end());
         events_.clear();
