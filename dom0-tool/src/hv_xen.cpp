@@ -16,6 +16,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <optional>
 #include <poll.h>
 #include <unordered_map>
@@ -149,6 +150,12 @@ class XenChannel : public Channel {
         dm_ = open_devicemodel();
         fmem_ = open_foreignmemory();
         evtchn_ = open_evtchn();
+        // Never blocks in a read: a wait() that finds no port pending after
+        // all (EAGAIN) returns to the caller's loop.
+        int fd = xenevtchn_fd(evtchn_.get());
+        int fl = ::fcntl(fd, F_GETFL);
+        if (fl < 0 || ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+            throw_errno("making the event channel descriptor non-blocking");
 
         server_ = IoreqServer(dm_.get(), domid_);
         const std::string srv = "ioreq server " + std::to_string(server_.id());
@@ -217,26 +224,25 @@ class XenChannel : public Channel {
         uint64_t cnt;
         if (n > 0 && wake_fd >= 0 && (p[1].revents & POLLIN))
             (void)!::read(wake_fd, &cnt, sizeof(cnt));
-        // xenevtchn_pending() blocks when nothing is pending, so ask poll()
-        // before each one.  Bounded: a port is delivered again only after
-        // its unmask, and the caller must get to work.
-        for (size_t i = 0; n > 0 && (p[0].revents & POLLIN) && i <= 2 * events_.size(); i++) {
-            xenevtchn_port_or_error_t port = xenevtchn_pending(evtchn_.get());
-            if (port < 0)
-                throw_errno("reading a pending event channel (xenevtchn_pending)");
-            // Unmask before the caller looks at the page and the ioreqs: an
-            // event raised after that look is then delivered again, not lost.
-            if (xenevtchn_unmask(evtchn_.get(), static_cast<evtchn_port_t>(port)) < 0)
-                throw_errno("unmasking event channel " + std::to_string(port) +
-                            " (xenevtchn_unmask)");
-            auto it = events_.find(static_cast<evtchn_port_t>(port));
-            if (it != events_.end())
-                out.push_back(it->second);
-            p[0].revents = 0;
-            n = ::poll(p, 1, 0);
-            if (n < 0 && errno != EINTR)
-                throw_errno("waiting for event channels (poll)");
+        if (n <= 0 || !(p[0].revents & POLLIN))
+            return;
+        // One pending port per wait, as a plain ioreq server takes them
+        // (poll, pending, unmask: three system calls per event, not a
+        // fourth to find none is left).  Another pending port keeps the
+        // descriptor readable, and the caller's next wait returns at once.
+        xenevtchn_port_or_error_t port = xenevtchn_pending(evtchn_.get());
+        if (port < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                return;
+            throw_errno("reading a pending event channel (xenevtchn_pending)");
         }
+        // Unmask before the caller looks at the page and the ioreqs: an
+        // event raised after that look is then delivered again, not lost.
+        if (xenevtchn_unmask(evtchn_.get(), static_cast<evtchn_port_t>(port)) < 0)
+            throw_errno("unmasking event channel " + std::to_string(port) + " (xenevtchn_unmask)");
+        auto it = events_.find(static_cast<evtchn_port_t>(port));
+        if (it != events_.end())
+            out.push_back(it->second);
     }
 
     void notify_vcpu(unsigned v) override {
