@@ -2,6 +2,7 @@
 #include "simxen.h"
 
 #include "error.h"
+#include "ioreq_slot.h"
 #include "seqpacket.h"
 
 extern "C" {
@@ -751,17 +752,16 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
     }
 
     if (srv) {
-        p->addr = r.port;
-        p->data = r.dir == XEN_BUSPROF_DIR_OUT ? r.value : 0;
-        p->count = 1;
-        p->size = size;
-        p->vp_eport = c.vcpu;
-        p->data_is_ptr = 0;
-        p->dir = r.dir == XEN_BUSPROF_DIR_IN ? IOREQ_READ : IOREQ_WRITE;
-        p->df = 0;
-        p->type = IOREQ_TYPE_PIO;
-        __atomic_thread_fence(__ATOMIC_RELEASE);
-        p->state = STATE_IOREQ_READY;
+        ioreq_t req{};
+        req.addr = r.port;
+        req.data = r.dir == XEN_BUSPROF_DIR_OUT ? r.value : 0;
+        req.count = 1;
+        req.size = size;
+        req.vp_eport = c.vcpu;
+        req.dir = r.dir == XEN_BUSPROF_DIR_IN ? IOREQ_READ : IOREQ_WRITE;
+        req.type = IOREQ_TYPE_PIO;
+        req.state = STATE_IOREQ_READY;
+        publish_ioreq(p, req);
     }
     if (!p) {
         if (permitted) {
@@ -786,8 +786,7 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
         timeout_ms = 1000;
     s_time_t deadline = NOW() + MILLISECS(timeout_ms);
     for (bool waited = false;; waited = true) {
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        if (p->state == STATE_IORESP_READY)
+        if (ioreq_state(p) == STATE_IORESP_READY)
             break;
         s_time_t left = deadline - NOW();
         // Whether the profiler is still there is asked only after a wait
@@ -808,7 +807,7 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
                 // timeout message) and leave the bus alone; its late
                 // answer is ignored.
                 if (dead)
-                    p->state = STATE_IOREQ_NONE;
+                    set_ioreq_state(p, STATE_IOREQ_NONE);
                 busprof_access_timeout(v, r.port);
                 if (r.dir == XEN_BUSPROF_DIR_IN)
                     r.value = ones;
@@ -823,7 +822,7 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
     }
     if (r.dir == XEN_BUSPROF_DIR_IN)
         r.value = static_cast<uint32_t>(p->data) & ones;
-    p->state = STATE_IOREQ_NONE;
+    set_ioreq_state(p, STATE_IOREQ_NONE);
     busprof_stamp_resume(v);
 }
 

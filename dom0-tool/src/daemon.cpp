@@ -3,6 +3,7 @@
 
 #include "clock.h"
 #include "error.h"
+#include "ioreq_slot.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -454,16 +455,14 @@ bool Daemon::may_serve(unsigned port, unsigned size) {
 
 void Daemon::serve_ioreq(unsigned v) {
     ioreq_t* p = &chan_->ioreq->vcpu_ioreq[v];
-    if (static_cast<volatile ioreq_t*>(p)->state != STATE_IOREQ_READY)
+    if (ioreq_state(p) != STATE_IOREQ_READY)
         return;
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    p->state = STATE_IOREQ_INPROCESS;
+    set_ioreq_state(p, STATE_IOREQ_INPROCESS);
     ioreq_t req = *p;
 
     if (req.type == IOREQ_TYPE_INVALIDATE) {
         // A broadcast every enabled ioreq server answers; no bus access.
-        __atomic_thread_fence(__ATOMIC_RELEASE);
-        p->state = STATE_IORESP_READY;
+        set_ioreq_state(p, STATE_IORESP_READY);
         chan_->notify_vcpu(v);
         return;
     }
@@ -517,8 +516,7 @@ void Daemon::serve_ioreq(unsigned v) {
     }
     if (!write)
         p->data = value;
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    p->state = STATE_IORESP_READY;
+    set_ioreq_state(p, STATE_IORESP_READY);
     chan_->notify_vcpu(v);
     now = now_ns();
 

@@ -6,6 +6,7 @@
 // part on them from its own thread, and the writer stores into a real DB.
 #include "daemon.h"
 #include "error.h"
+#include "ioreq_slot.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -139,16 +140,16 @@ class FakeChannel : public Channel {
         st.tsc_trap = now();
         page->who[v].task = 4242;
         __atomic_store_n(&st.seq, st.seq + 1, __ATOMIC_RELEASE);
-        ioreq_t* p = &ioreq->vcpu_ioreq[v];
-        p->addr = port;
-        p->size = 1;
-        p->count = 1;
-        p->data = data;
-        p->dir = write ? IOREQ_WRITE : IOREQ_READ;
-        p->type = IOREQ_TYPE_PIO;
-        p->vp_eport = v;
-        __atomic_thread_fence(__ATOMIC_RELEASE); // a bit-field: no atomic store
-        p->state = STATE_IOREQ_READY;
+        ioreq_t r{};
+        r.addr = port;
+        r.size = 1;
+        r.count = 1;
+        r.data = data;
+        r.dir = write ? IOREQ_WRITE : IOREQ_READ;
+        r.type = IOREQ_TYPE_PIO;
+        r.vp_eport = v;
+        r.state = STATE_IOREQ_READY;
+        publish_ioreq(&ioreq->vcpu_ioreq[v], r);
         report({Ev::ioreq, v});
     }
 
@@ -161,10 +162,9 @@ class FakeChannel : public Channel {
             ADD_FAILURE() << "vCPU " << v << " was never answered";
         lk.unlock();
         ioreq_t* p = &ioreq->vcpu_ioreq[v];
-        EXPECT_EQ(unsigned{static_cast<volatile ioreq_t*>(p)->state}, unsigned{STATE_IORESP_READY});
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        EXPECT_EQ(unsigned{ioreq_state(p)}, unsigned{STATE_IORESP_READY});
         uint32_t value = static_cast<uint32_t>(p->data);
-        p->state = STATE_IOREQ_NONE;
+        set_ioreq_state(p, STATE_IOREQ_NONE);
         xen_busprof_stamp& st = page->stamp[v];
         st.tsc_resume = now();
         __atomic_store_n(&st.resume_seq, st.seq, __ATOMIC_RELEASE);
@@ -294,6 +294,36 @@ class DaemonTest : public ::testing::Test {
     std::thread::id run_thread;
     int rc = -1;
 };
+
+// The slot's state read and written as its byte agrees with Xen's bit-field
+// declaration, and a new state leaves the requester's bits of that byte.
+TEST(IoreqSlot, TheStateByteIsTheBitFieldOfXensDeclaration) {
+    ioreq_t r{};
+    r.dir = IOREQ_READ;
+    r.df = 1;
+    r.data_is_ptr = 1;
+    for (uint8_t s :
+         {STATE_IOREQ_NONE, STATE_IOREQ_READY, STATE_IOREQ_INPROCESS, STATE_IORESP_READY}) {
+        set_ioreq_state(&r, s);
+        EXPECT_EQ(unsigned{r.state}, unsigned{s});
+        EXPECT_EQ(unsigned{ioreq_state(&r)}, unsigned{s});
+        EXPECT_EQ(unsigned{r.dir}, unsigned{IOREQ_READ});
+        EXPECT_EQ(unsigned{r.df}, 1u);
+        EXPECT_EQ(unsigned{r.data_is_ptr}, 1u);
+    }
+    ioreq_t q{};
+    q.addr = 0x3f8;
+    q.data = 0x5a;
+    q.size = 1;
+    q.count = 1;
+    q.dir = IOREQ_WRITE;
+    q.type = IOREQ_TYPE_PIO;
+    q.state = STATE_IOREQ_READY;
+    ioreq_t slot;
+    std::memset(&slot, 0xff, sizeof(slot));
+    publish_ioreq(&slot, q);
+    EXPECT_EQ(std::memcmp(&slot, &q, sizeof(q)), 0);
+}
 
 // A start_trap in the ring is read before the access it allows, even when
 // only the vCPU's event was reported: the bus permission is in place first.

@@ -2,6 +2,7 @@
 // The simulated hypervisor (dom0-tool/sim/simxen.cpp) spoken to over its real
 // sockets, for what the end-to-end tests cannot time: a profiler that goes
 // away while a vCPU waits for it, and a new one that arrives at once.
+#include "ioreq_slot.h"
 #include "seqpacket.h"
 #include "simxen.h"
 
@@ -171,10 +172,10 @@ TEST_F(SimXen, AccessPendingWhenItsProfilerGoesCompletesAtOnce) {
         send_msg(g.get(), &io, sizeof(io));
         // The access reaches the profiler...
         auto until = Clock::now() + std::chrono::seconds(5);
-        volatile ioreq_t* slot = &prof->ioreq->vcpu_ioreq[0];
-        while (slot->state != STATE_IOREQ_READY && Clock::now() < until)
+        const ioreq_t* slot = &prof->ioreq->vcpu_ioreq[0];
+        while (ioreq_state(slot) != STATE_IOREQ_READY && Clock::now() < until)
             std::this_thread::yield();
-        ASSERT_EQ(unsigned{slot->state}, unsigned{STATE_IOREQ_READY});
+        ASSERT_EQ(unsigned{ioreq_state(slot)}, unsigned{STATE_IOREQ_READY});
         // ...which dies without answering; the next one attaches at once.
         auto t0 = Clock::now();
         prof.reset();
