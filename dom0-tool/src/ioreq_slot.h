@@ -48,8 +48,7 @@ inline const StateByte& state_byte() {
 // The slot's state; what the requester wrote before it is visible after.
 inline uint8_t ioreq_state(const ioreq_t* p) {
     const auto& b = detail::state_byte();
-    uint8_t v =
-        __atomic_load_n(reinterpret_cast<const uint8_t*>(p) + b.offset, __ATOMIC_ACQUIRE);
+    uint8_t v = __atomic_load_n(reinterpret_cast<const uint8_t*>(p) + b.offset, __ATOMIC_ACQUIRE);
     return static_cast<uint8_t>((v & b.mask) >> b.shift);
 }
 
