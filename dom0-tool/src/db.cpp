@@ -677,6 +677,11 @@ bool Writer::pump(bool wait) {
     if (pushed_.load(std::memory_order_relaxed) > committed_.load() &&
         now_ns() - progress_ns_.load(std::memory_order_acquire) > kStaleNs)
         boost();
+    // Records that a sleeping writer was not told of yet (see Writer::run).
+    std::atomic_thread_fence(std::memory_order_seq_cst); // the push, then the look
+    const bool asleep = asleep_.load(std::memory_order_seq_cst);
+    if (asleep && queue_.size() > 0)
+        wake(wait); // push() found the lock taken
     if (outbox_.empty() && out_counters_.empty())
         return true;
     std::unique_lock lk(mu_, std::defer_lock);
@@ -731,7 +736,26 @@ bool Writer::push(const Record& r) {
     // at its own (see Writer::run).
     if (queue_.size() > queue_.capacity() / 4)
         boost();
+    // The first record for a writer that sleeps: it is told (once; see
+    // Writer::run).
+    std::atomic_thread_fence(std::memory_order_seq_cst); // the push, then the look
+    if (asleep_.load(std::memory_order_seq_cst))
+        wake(false);
     return true;
+}
+
+// Tells a sleeping writer that work waits.  The producer never waits for
+// the lock: a writer that holds it is not asleep yet, or has just woken,
+// and the next pump() looks again.
+void Writer::wake(bool wait) {
+    std::unique_lock lk(mu_, std::defer_lock);
+    if (wait)
+        lk.lock();
+    else if (!lk.try_lock())
+        return;
+    asleep_.store(false, std::memory_order_seq_cst);
+    lk.unlock();
+    cv_.notify_all();
 }
 
 void Writer::boost() {
@@ -772,6 +796,7 @@ void Writer::request_extract(const ExtractRequest& r) {
 bool Writer::flush(int timeout_ms) {
     if (std::this_thread::get_id() == producer_.load(std::memory_order_relaxed))
         pump(true);
+    wake(true);
     uint64_t records = pushed_.load(std::memory_order_acquire);
     std::unique_lock lk(mu_);
     uint64_t notes = notes_in_;
@@ -1113,6 +1138,7 @@ void Writer::run() {
     // priority throughout: one that went quiet and could not come back
     // would starve while the host is busy.
     const int id = static_cast<int>(::gettid());
+    tid_.store(id, std::memory_order_release);
     base_ = sched_of(id);
     const int quiet = nice_ > 0 && can_come_back(base_, nice_) ? nice_ : 0;
     if (quiet > 0 && writer_priority(id, quiet))
@@ -1124,21 +1150,50 @@ void Writer::run() {
     // CPU the queue filled and records were dropped).  A raise that comes
     // between the two is undone here, and repeated by the producer after
     // kBoostAgainNs while the backlog lasts.
+    //
+    // Quiet only while it writes records: asleep, and for notes and counters
+    // alone (a short commit), it is at the daemon's priority.  A quiet
+    // thread that wakes or lowers itself on a CPU the guest's accesses keep
+    // busy waits there, runnable, until the CPU idles (never, while the
+    // guest runs), and a thread that waits runnable at the lowest priority
+    // beside the ones that serve the guest changes the order in which the
+    // kernel runs those (docs/design.md: with recording off, p50 1.25x and
+    // with 2 vCPUs on one CPU p99 2.9x what they were without it).
+    bool up = false; // raised by itself, to sleep or for notes alone
     auto lower = [&] {
         if (boosted_.load(std::memory_order_acquire) && queue_.size() < queue_.capacity() / 16) {
             boosted_.store(false, std::memory_order_release);
-            (void)writer_priority(id, quiet);
+            if (!up)
+                (void)writer_priority(id, quiet);
             if (lowered_for_tests_)
                 lowered_for_tests_();
+        }
+    };
+    auto go_up = [&] {
+        if (quiet > 0 && !up)
+            up = sched_set(id, base_);
+    };
+    auto go_quiet = [&] {
+        if (up) {
+            up = false;
+            if (!boosted_.load(std::memory_order_acquire))
+                (void)writer_priority(id, quiet);
         }
     };
     Work w;
     std::vector<ExtractRequest> extracts;
     std::string err;
     uint64_t failing_since = 0, failures = 0;
+    // While records come the writer looks for more every kBatchMs (a push
+    // makes no call).  Once a look finds none it sleeps until told that
+    // records or notes wait; it used to look every 5 ms whatever came, and
+    // so woke quiet every 5 ms.
+    bool batching = false;
     for (;;) {
         if (w.empty())
             gather(w);
+        if (!w.records.empty())
+            go_quiet();
         if (w.empty()) {
             progress_ns_.store(now_ns(), std::memory_order_release);
             lower();
@@ -1147,7 +1202,23 @@ void Writer::run() {
                 if (stop_ && notes_.empty() && queue_.size() == 0)
                     return;
                 cv_.notify_all();
-                cv_.wait_for(lk, std::chrono::milliseconds(5));
+                if (batching) {
+                    batching = false;
+                    cv_.wait_for(lk, std::chrono::milliseconds(kBatchMs));
+                    continue;
+                }
+                // Asleep, then a last look: a push that this look misses
+                // sees asleep_ set, and the producer tells.
+                go_up();
+                asleep_.store(true, std::memory_order_seq_cst);
+                std::atomic_thread_fence(std::memory_order_seq_cst);
+                if (queue_.size() == 0)
+                    cv_.wait_for(lk, std::chrono::milliseconds(kAsleepMs), [&] {
+                        return !asleep_.load() || stop_ || !notes_.empty() || !dirty_.empty();
+                    });
+                asleep_.store(false, std::memory_order_seq_cst);
+                // Awake: how long records wait for it counts from now.
+                progress_ns_.store(now_ns(), std::memory_order_release);
                 continue;
             }
             // Only counters changed: they are written too.
@@ -1187,6 +1258,7 @@ void Writer::run() {
                 }
                 failing_since = failures = 0;
             }
+            batching = !w.records.empty();
             w = Work{};
             progress_ns_.store(now_ns(), std::memory_order_release);
             lower();

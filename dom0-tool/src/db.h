@@ -185,6 +185,10 @@ class Writer {
     // Whether the writer runs nicer than the daemon (false until it has
     // started, and where it could not come back up; see Writer::run).
     bool quiet() const { return writer_tid_.load(std::memory_order_acquire) > 0; }
+    static constexpr int kBatchMs = 5;       // the wait for more records after some came
+    static constexpr int kAsleepMs = 10'000; // the longest sleep without being told
+    // The writer's thread id, once it has started (0 before).
+    int thread_for_tests() const { return tid_.load(std::memory_order_acquire); }
     // Called on the writer's thread each time it has lowered itself after a
     // backlog; set before the first record.
     void on_lowered_for_tests(std::function<void()> f) { lowered_for_tests_ = std::move(f); }
@@ -224,6 +228,7 @@ class Writer {
     SpscQueue<Record> queue_;
     size_t note_capacity_;
     int nice_;
+    std::atomic<int> tid_{0};               // the writer's thread
     std::atomic<int> writer_tid_{0};        // set once the writer is nicer than the daemon
     ThreadSched base_;                      // the daemon's scheduling, before writer_tid_ is set
     std::atomic<bool> boost_failed_{false}; // said once
@@ -233,6 +238,9 @@ class Writer {
     std::function<void()> lowered_for_tests_;
     // When the writer last committed or found nothing to do (see pump()).
     std::atomic<uint64_t> progress_ns_{0};
+    // It found nothing for a while and sleeps until told (see Writer::run).
+    std::atomic<bool> asleep_{false};
+    void wake(bool wait); // a writer that sleeps while work waits
     static constexpr uint64_t kStaleNs = 250'000'000;
     ExtractReply extract_reply_;
 
