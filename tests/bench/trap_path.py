@@ -8,14 +8,19 @@ For 1, 2 and 4 vCPUs, in interleaved rounds:
            socket -> back) with nothing done at any of them;
   off      busprof-simxen + busprof daemon --manual-start (every access served,
            nothing recorded) + busprof-bench-trap-guest;
-  on       the same, recording (a row per access in the trace DB; checked).
+  on       the same, recording (a row per access in the trace DB; checked);
+  hog      with --idle-hog (and --pin): the bare chain again, beside a busy
+           loop at SCHED_IDLE on the same CPU.  It shows what a thread that
+           waits runnable at the lowest priority does to the chain: the CPU
+           never idles, and the kernel runs the vCPUs' chains in another
+           order (docs/design.md, "the writer sleeps").
 Each guest vCPU makes ACCESSES trapped OUTs in a row to a port of its own
 (the sim bus with --latency-ns 0, so the bus itself costs ~nothing).  Printed:
 per-access wait p50/p99/p99.9 and throughput, the min and median over the
 rounds, and the ratios on/bare and on/off.  --pin runs every process on CPU
 0 (taskset): wake-up noise removed, parallelism too.
 
-usage: trap_path.py --bin BUILD_DIR [--accesses N] [--rounds R] [--vcpus 1,2,4] [--pin]
+usage: trap_path.py --bin BUILD_DIR [--accesses N] [--rounds R] [--vcpus 1,2,4] [--pin [--idle-hog]]
                     [--writer-nice N]   (the daemon's; 0 shows the cost of writing at its priority)
                     [--queue N]   (the daemon's record queue: the writer is raised to the
                                    daemon's priority once a quarter of it waits)
@@ -119,7 +124,10 @@ def main():
     ap.add_argument("--pin", action="store_true")
     ap.add_argument("--writer-nice", type=int)
     ap.add_argument("--queue", type=int)
+    ap.add_argument("--idle-hog", action="store_true")
     a = ap.parse_args()
+    if a.idle_hog and not a.pin:
+        ap.error("--idle-hog needs --pin: the busy loop shares CPU 0 with the chain")
     extra = [] if a.writer_nice is None else ["--writer-nice", str(a.writer_nice)]
     extra += [] if a.queue is None else ["--queue", str(a.queue)]
     b = os.path.abspath(a.bin)
@@ -135,6 +143,17 @@ def main():
                                                str(v)]), capture_output=True, text=True,
                                       timeout=600)
                 res.setdefault((v, "bare"), []).append(parse(bare.stdout))
+                if a.idle_hog:
+                    hog = subprocess.Popen(["chrt", "-i", "0", "taskset", "-c", "0", "sh", "-c",
+                                            "while :; do :; done"])
+                    try:
+                        out = subprocess.run(sim.cmd(["tests/busprof-bench-bare-chain",
+                                                      str(a.accesses), str(v)]),
+                                             capture_output=True, text=True, timeout=600)
+                    finally:
+                        hog.kill()
+                        hog.wait()
+                    res.setdefault((v, "hog"), []).append(parse(out.stdout))
                 res.setdefault((v, "off"), []).append(sim.measure(a.accesses, v, False))
                 res.setdefault((v, "on"), []).append(sim.measure(a.accesses, v, True))
             finally:
@@ -143,15 +162,17 @@ def main():
     def fig(v, kind, key, f):
         return f([x[key] for x in res[(v, kind)]])
 
+    hog_col = f" {'bare+hog':>10}" if a.idle_hog else ""
     print(f"{'vCPUs':>5} {'figure':<12} {'bare':>10} {'off':>10} {'on':>10} {'on/bare':>8}"
-          f" {'on/off':>7}   (median of rounds; min in brackets for on)")
+          f" {'on/off':>7}   [min for on]{hog_col}   (median of rounds)")
     for v in sorted({k[0] for k in res}):
         for key, unit in (("p50", "ns"), ("p99", "ns"), ("p999", "ns"), ("rate", "/s")):
             med = {k: fig(v, k, key, statistics.median) for k in ("bare", "off", "on")}
             lo = fig(v, "on", key, min if key != "rate" else max)
+            hog = f" {fig(v, 'hog', key, statistics.median):>10.0f}" if a.idle_hog else ""
             print(f"{v:>5} {key + ' ' + unit:<12} {med['bare']:>10.0f} {med['off']:>10.0f}"
                   f" {med['on']:>10.0f} {med['on'] / med['bare']:>7.2f}x"
-                  f" {med['on'] / med['off']:>6.2f}x   [{lo:.0f}]")
+                  f" {med['on'] / med['off']:>6.2f}x   [{lo:.0f}]{hog}")
     print(f"load after: {loadavg()}")
 
 
