@@ -1157,8 +1157,9 @@ void Writer::run() {
     // busy waits there, runnable, until the CPU idles (never, while the
     // guest runs), and a thread that waits runnable at the lowest priority
     // beside the ones that serve the guest changes the order in which the
-    // kernel runs those (docs/design.md: with recording off, p50 1.25x and
-    // with 2 vCPUs on one CPU p99 2.9x what they were without it).
+    // kernel runs those (docs/design.md: with recording off and every
+    // thread on one CPU, p50 1.28x with one vCPU and p99 3.0x with two what
+    // they are now).
     bool up = false; // raised by itself, to sleep or for notes alone
     auto lower = [&] {
         if (boosted_.load(std::memory_order_acquire) && queue_.size() < queue_.capacity() / 16) {
