@@ -677,11 +677,6 @@ bool Writer::pump(bool wait) {
     if (pushed_.load(std::memory_order_relaxed) > committed_.load() &&
         now_ns() - progress_ns_.load(std::memory_order_acquire) > kStaleNs)
         boost();
-    // Records that a sleeping writer was not told of yet (see Writer::run).
-    std::atomic_thread_fence(std::memory_order_seq_cst); // the push, then the look
-    const bool asleep = asleep_.load(std::memory_order_seq_cst);
-    if (asleep && queue_.size() > 0)
-        wake(wait); // push() found the lock taken
     if (outbox_.empty() && out_counters_.empty())
         return true;
     std::unique_lock lk(mu_, std::defer_lock);
@@ -703,6 +698,7 @@ bool Writer::pump(bool wait) {
     notes_size_.store(notes_.size(), std::memory_order_relaxed);
     lk.unlock();
     cv_.notify_all();
+    wake();
     return true;
 }
 
@@ -736,26 +732,22 @@ bool Writer::push(const Record& r) {
     // at its own (see Writer::run).
     if (queue_.size() > queue_.capacity() / 4)
         boost();
-    // The first record for a writer that sleeps: it is told (once; see
-    // Writer::run).
+    // The first record for a writer that sleeps: it is told (see
+    // Writer::run).  A writer that has not said it sleeps yet looks at the
+    // queue after saying so, and finds this record.
     std::atomic_thread_fence(std::memory_order_seq_cst); // the push, then the look
     if (asleep_.load(std::memory_order_seq_cst))
-        wake(false);
+        wake();
     return true;
 }
 
-// Tells a sleeping writer that work waits.  The producer never waits for
-// the lock: a writer that holds it is not asleep yet, or has just woken,
-// and the next pump() looks again.
-void Writer::wake(bool wait) {
-    std::unique_lock lk(mu_, std::defer_lock);
-    if (wait)
-        lk.lock();
-    else if (!lk.try_lock())
+// Tells a sleeping writer that work waits: no lock, and never lost (the
+// writer sleeps on the count it read before its last look at the work).
+void Writer::wake() {
+    if (!asleep_.load(std::memory_order_seq_cst))
         return;
-    asleep_.store(false, std::memory_order_seq_cst);
-    lk.unlock();
-    cv_.notify_all();
+    wakes_.fetch_add(1, std::memory_order_seq_cst);
+    wakes_.notify_one();
 }
 
 void Writer::boost() {
@@ -796,7 +788,7 @@ void Writer::request_extract(const ExtractRequest& r) {
 bool Writer::flush(int timeout_ms) {
     if (std::this_thread::get_id() == producer_.load(std::memory_order_relaxed))
         pump(true);
-    wake(true);
+    wake();
     uint64_t records = pushed_.load(std::memory_order_acquire);
     std::unique_lock lk(mu_);
     uint64_t notes = notes_in_;
@@ -835,6 +827,7 @@ uint64_t Writer::close(int deadline_ms) {
         stop_ns_ = now_ns();
     }
     cv_.notify_all();
+    wake();
     thread_.join();
     {
         std::lock_guard lk(mu_);
@@ -1209,14 +1202,16 @@ void Writer::run() {
                     continue;
                 }
                 // Asleep, then a last look: a push that this look misses
-                // sees asleep_ set, and the producer tells.
+                // sees asleep_ set, and a note or a stop that comes after
+                // it changes wakes_ from what was read before it.
                 go_up();
+                const uint32_t seen = wakes_.load(std::memory_order_seq_cst);
                 asleep_.store(true, std::memory_order_seq_cst);
                 std::atomic_thread_fence(std::memory_order_seq_cst);
-                if (queue_.size() == 0)
-                    cv_.wait_for(lk, std::chrono::milliseconds(kAsleepMs), [&] {
-                        return !asleep_.load() || stop_ || !notes_.empty() || !dirty_.empty();
-                    });
+                const bool idle = queue_.size() == 0 && notes_.empty() && !stop_;
+                lk.unlock();
+                if (idle)
+                    wakes_.wait(seen, std::memory_order_seq_cst);
                 asleep_.store(false, std::memory_order_seq_cst);
                 // Awake: how long records wait for it counts from now.
                 progress_ns_.store(now_ns(), std::memory_order_release);

@@ -185,8 +185,7 @@ class Writer {
     // Whether the writer runs nicer than the daemon (false until it has
     // started, and where it could not come back up; see Writer::run).
     bool quiet() const { return writer_tid_.load(std::memory_order_acquire) > 0; }
-    static constexpr int kBatchMs = 5;       // the wait for more records after some came
-    static constexpr int kAsleepMs = 10'000; // the longest sleep without being told
+    static constexpr int kBatchMs = 5; // the wait for more records after some came
     // The writer's thread id, once it has started (0 before).
     int thread_for_tests() const { return tid_.load(std::memory_order_acquire); }
     // Called on the writer's thread each time it has lowered itself after a
@@ -240,7 +239,8 @@ class Writer {
     std::atomic<uint64_t> progress_ns_{0};
     // It found nothing for a while and sleeps until told (see Writer::run).
     std::atomic<bool> asleep_{false};
-    void wake(bool wait); // a writer that sleeps while work waits
+    std::atomic<uint32_t> wakes_{0}; // what it sleeps on: each change wakes it
+    void wake();                     // a writer that sleeps: work waits
     static constexpr uint64_t kStaleNs = 250'000'000;
     ExtractReply extract_reply_;
 
