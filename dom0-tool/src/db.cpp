@@ -736,8 +736,7 @@ bool Writer::push(const Record& r) {
     // Writer::run).  A writer that has not said it sleeps yet looks at the
     // queue after saying so, and finds this record.
     std::atomic_thread_fence(std::memory_order_seq_cst); // the push, then the look
-    if (asleep_.load(std::memory_order_seq_cst))
-        wake();
+    wake();
     return true;
 }
 

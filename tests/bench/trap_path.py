@@ -138,22 +138,20 @@ def main():
     for v in map(int, a.vcpus.split(",")):
         for r in range(a.rounds):
             sim = Sim(b, a.pin, v, extra)
+            def bare():
+                return parse(subprocess.run(sim.cmd(["tests/busprof-bench-bare-chain",
+                                                     str(a.accesses), str(v)]),
+                                            capture_output=True, text=True, timeout=600).stdout)
             try:
-                bare = subprocess.run(sim.cmd(["tests/busprof-bench-bare-chain", str(a.accesses),
-                                               str(v)]), capture_output=True, text=True,
-                                      timeout=600)
-                res.setdefault((v, "bare"), []).append(parse(bare.stdout))
+                res.setdefault((v, "bare"), []).append(bare())
                 if a.idle_hog:
                     hog = subprocess.Popen(["chrt", "-i", "0", "taskset", "-c", "0", "sh", "-c",
                                             "while :; do :; done"])
                     try:
-                        out = subprocess.run(sim.cmd(["tests/busprof-bench-bare-chain",
-                                                      str(a.accesses), str(v)]),
-                                             capture_output=True, text=True, timeout=600)
+                        res.setdefault((v, "hog"), []).append(bare())
                     finally:
                         hog.kill()
                         hog.wait()
-                    res.setdefault((v, "hog"), []).append(parse(out.stdout))
                 res.setdefault((v, "off"), []).append(sim.measure(a.accesses, v, False))
                 res.setdefault((v, "on"), []).append(sim.measure(a.accesses, v, True))
             finally:

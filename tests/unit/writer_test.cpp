@@ -418,7 +418,7 @@ static long sleeps_of(int tid) {
 // and on a CPU the guest's accesses kept busy, a quiet writer that woke
 // stayed runnable there and changed the order in which the kernel ran the
 // threads that serve the guest (docs/design.md).  Told of the first record
-// by push() alone, it commits it at once, not when its longest sleep ends.
+// by push() alone, it commits it at once (untold, it would sleep on).
 TEST_F(WriterTest, AnIdleWriterSleepsUntilARecordComes) {
     Writer w(db_, 1024, 4096, 19);
     uint32_t s = w.begin_session(row());
