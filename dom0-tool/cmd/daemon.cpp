@@ -5,6 +5,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <pthread.h>
 #include <thread>
 
 namespace busprof {
@@ -78,6 +79,7 @@ void setup_daemon(CLI::App& app, Globals& g, Runner& run) {
             pthread_sigmask(SIG_BLOCK, &set, nullptr);
             Daemon d(*cfg);
             std::thread([&d, set] {
+                pthread_setname_np(pthread_self(), "bp-signal");
                 int sig;
                 sigwait(&set, &sig);
                 d.stop("signal");

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <vector>
@@ -25,7 +26,10 @@ ControlServer::ControlServer(const std::string& path, Handler handler, int clien
     wake_ = FD(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!wake_)
         throw_errno("eventfd");
-    thread_ = std::thread([this] { run(); });
+    thread_ = std::thread([this] {
+        pthread_setname_np(pthread_self(), "bp-control");
+        run();
+    });
 }
 
 ControlServer::~ControlServer() {

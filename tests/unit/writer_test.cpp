@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include <mutex>
 #include <sched.h>
 #include <sqlite3.h>
+#include <string>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <thread>
@@ -440,6 +442,28 @@ TEST_F(WriterTest, AnIdleWriterSleepsUntilARecordComes) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     EXPECT_EQ(w.committed(), 1u);
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+}
+
+// The writer's threads carry names, so that top -H, perf and gdb tell them
+// from the thread that serves the guest.
+TEST_F(WriterTest, ItsThreadsAreNamed) {
+    Writer w(db_, 1024);
+    w.begin_session(row());
+    ASSERT_TRUE(w.flush()); // the writer has run
+    const int tid = w.thread_for_tests();
+    ASSERT_GT(tid, 0);
+    std::vector<std::string> names;
+    for (auto& t : std::filesystem::directory_iterator("/proc/self/task")) {
+        std::ifstream f(t.path() / "comm");
+        std::string n;
+        std::getline(f, n);
+        names.push_back(n);
+        if (t.path().filename() == std::to_string(tid)) {
+            EXPECT_EQ(n, "bp-writer");
+        }
+    }
+    EXPECT_EQ(std::count(names.begin(), names.end(), "bp-writer"), 1);
+    EXPECT_EQ(std::count(names.begin(), names.end(), "bp-checkpoint"), 1);
 }
 
 // Once a backlog is committed the writer lowers itself again, and on a busy
