@@ -973,10 +973,14 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
                 // microseconds of work): a thread that serves the guest and
                 // woke meanwhile runs now, not when a writer raised to its
                 // priority has used up its time slice.  Without other work
-                // the call returns at once.  A writer at SCHED_IDLE has
-                // nothing to offer (a thread that wakes preempts it at
-                // once), and the call cost 3 % of its time.
-                if (n > 1 && !(idle_ && !boosted_.load(std::memory_order_relaxed)))
+                // the call returns at once.  At SCHED_IDLE too: a thread
+                // that wakes preempts it, but one that is runnable and does
+                // not wake (two vCPUs' accesses on one CPU) waits for the
+                // writer's whole time slice (1.4 ms here) once the
+                // scheduler picks it; without the call the p99.9 of two
+                // vCPUs recording on one CPU went from 0.4 to 0.7-1.3 ms
+                // (tests/bench/trap_path.py --pin).
+                if (n > 1)
                     ::sched_yield();
             }
         };
@@ -1238,9 +1242,6 @@ void Writer::run() {
             // Only counters changed: they are written too.
         }
         extracts.clear();
-        // At SCHED_IDLE unless raised (by itself, or by the producer: commit
-        // reads boosted_ as it goes).
-        idle_ = quiet >= 19 && !up && writer_tid_.load(std::memory_order_relaxed) > 0;
         {
             // Once closing, a locked DB may hold the writer only for what is
             // left of close()'s deadline, not for a whole busy timeout.

@@ -236,7 +236,6 @@ class Writer {
     std::atomic<uint64_t> boost_ns_{0};     // when the producer last raised it
     static constexpr uint64_t kBoostAgainNs = 10'000'000;
     std::function<void()> lowered_for_tests_;
-    bool idle_ = false; // writer only: it runs at SCHED_IDLE unless boosted_
     // When the writer last committed or found nothing to do (see pump()).
     std::atomic<uint64_t> progress_ns_{0};
     // It found nothing for a while and sleeps until told (see Writer::run).
