@@ -976,10 +976,10 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
                 // the call returns at once.  At SCHED_IDLE too: a thread
                 // that wakes preempts it, but one that is runnable and does
                 // not wake (two vCPUs' accesses on one CPU) waits for the
-                // writer's whole time slice (1.4 ms here) once the
-                // scheduler picks it; without the call the p99.9 of two
-                // vCPUs recording on one CPU went from 0.4 to 0.7-1.3 ms
-                // (tests/bench/trap_path.py --pin).
+                // writer's whole time slice (1.4 ms on the 2-CPU reference
+                // machine) once the scheduler picks it; without the call
+                // the p99.9 of two vCPUs recording on one CPU went from 0.4
+                // to 0.7-1.3 ms (tests/bench/trap_path.py --pin).
                 if (n > 1)
                     ::sched_yield();
             }
