@@ -39,6 +39,24 @@ CLI::Validator integer_in(uint64_t lo, uint64_t hi, const std::string& unit) {
         "INTEGER");
 }
 
+// The same for a value that may be negative: decimal only.
+CLI::Validator signed_in(int64_t lo, int64_t hi) {
+    auto desc = "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
+    return CLI::Validator(
+        [lo, hi, desc](std::string& s) -> std::string {
+            const size_t at = !s.empty() && s[0] == '-' ? 1 : 0;
+            if (s.size() == at || s.size() > at + 18 ||
+                s.find_first_not_of("0123456789", at) != std::string::npos)
+                return in_quotes(s) + " is not " + desc;
+            const long long v = std::strtoll(s.c_str(), nullptr, 10);
+            if (v < lo || v > hi)
+                return in_quotes(s) + " is not " + desc;
+            s = std::to_string(v);
+            return {};
+        },
+        "INTEGER");
+}
+
 CLI::Validator seconds_in(double lo, double hi) {
     char desc[96];
     std::snprintf(desc, sizeof(desc), "a number of seconds from %g to %g", lo, hi);

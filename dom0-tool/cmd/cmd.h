@@ -49,6 +49,7 @@ std::string symbolize_sql(const Selection& sel);
 // which main reports as busprof's own error.
 // Decimal or 0x hex, no sign, within [lo, hi]; passed on in decimal.
 CLI::Validator integer_in(uint64_t lo, uint64_t hi, const std::string& unit = {});
+CLI::Validator signed_in(int64_t lo, int64_t hi);
 // A finite decimal number within [lo, hi].
 CLI::Validator seconds_in(double lo, double hi);
 CLI::Validator non_empty(const std::string& what);

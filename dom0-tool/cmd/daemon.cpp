@@ -31,9 +31,9 @@ void setup_daemon(CLI::App& app, Globals& g, Runner& run) {
     c->add_option("--queue", cfg->queue_capacity, "record queue capacity (transactions)")
         ->check(integer_in(2, 1u << 24));
     c->add_option("--writer-nice", cfg->writer_nice,
-                  "nice value of the threads that write the trace DB (0-19; 19: SCHED_IDLE)")
+                  "nice value of the threads that write the trace DB (-20 to 19)")
         ->capture_default_str()
-        ->check(integer_in(0, 19));
+        ->check(signed_in(-20, 19));
     // 0 is the "not given" of the triggers, so N starts at 1.
     auto* start_after = c->add_option("--start-after", cfg->triggers.start_after_accesses,
                                       "start recording after N accesses instead of at start_trap")

@@ -13,10 +13,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sstream>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <unordered_map>
 
@@ -423,46 +425,36 @@ void bind_ns(Stmt& s, int i, uint64_t ns) {
     ns ? s.bind(i, static_cast<int64_t>(ns)) : s.bind_null(i);
 }
 
-ThreadSched sched_of(int tid) {
-    ThreadSched s;
-    sched_param sp{};
-    s.policy = ::sched_getscheduler(tid);
-    if (s.policy < 0 || ::sched_getparam(tid, &sp) != 0)
-        s.policy = SCHED_OTHER;
-    s.priority = sp.sched_priority;
-    errno = 0;
-    int n = ::getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
-    s.nice = errno ? 0 : n;
-    return s;
+// The writer sleeps on a futex of its own rather than std::atomic::wait:
+// it sleeps with a deadline too, which that cannot.
+void futex_wait(std::atomic<uint32_t>& word, uint32_t seen, int64_t timeout_ns) {
+    timespec ts{static_cast<time_t>(timeout_ns / 1000000000),
+                static_cast<long>(timeout_ns % 1000000000)};
+    (void)::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT_PRIVATE, seen,
+                    timeout_ns >= 0 ? &ts : nullptr, nullptr, 0);
 }
 
-bool sched_set(int tid, const ThreadSched& s) {
-    sched_param sp{};
-    sp.sched_priority = s.priority;
-    return ::sched_setscheduler(tid, s.policy, &sp) == 0 &&
-           ::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), s.nice) == 0;
+void futex_wake(std::atomic<uint32_t>& word) {
+    (void)::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE_PRIVATE, 1, nullptr,
+                    nullptr, 0);
 }
 
-// The priority of the writer's threads: nice 0 is the daemon's own, 1 to
-// 18 those nice values; 19, the lowest, is SCHED_IDLE, which the scheduler
-// preempts the moment another thread wakes, where a nice thread that slept
-// may first finish a slice (see Writer::run).
-bool writer_priority(int tid, int nice) {
-    return sched_set(tid, {nice >= 19 ? SCHED_IDLE : SCHED_OTHER, 0, nice});
-}
-
-// Whether a thread scheduled as base may go to nice and come back.  Going
-// down is always allowed; coming back needs CAP_SYS_NICE or an
-// RLIMIT_NICE that reaches base, which root lacks in a container that
-// drops the capability.  A thread of its own tries, so that the caller's
-// scheduling stays as it is whatever the answer (threads inherit it).
-bool can_come_back(const ThreadSched& base, int nice) {
-    bool ok = false;
-    std::thread([&] {
-        const int t = static_cast<int>(::gettid());
-        ok = writer_priority(t, nice) && sched_set(t, base);
-    }).join();
-    return ok;
+// A thread's nice value, as the writer's threads take it: false where it
+// needs a privilege the process lacks (going below the nice value it has
+// takes CAP_SYS_NICE or an RLIMIT_NICE that reaches it, which root lacks
+// in a container that drops the capability).  Threads that run SCHED_FIFO
+// or SCHED_RR keep their policy: a daemon run at a real-time priority
+// outranks its writer whatever the writer's nice value.
+bool set_nice(int tid, int nice) {
+    const int policy = ::sched_getscheduler(tid);
+    if (policy == SCHED_FIFO || policy == SCHED_RR)
+        return false;
+    if (policy != SCHED_OTHER) {
+        sched_param sp{};
+        if (::sched_setscheduler(tid, SCHED_OTHER, &sp) != 0)
+            return false;
+    }
+    return ::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), nice) == 0;
 }
 
 // The transactions INSERT of n rows, and the binding of one of them at
@@ -548,9 +540,8 @@ int Checkpointer::on_wal(void* self, sqlite3* db, const char* name, int pages) {
 }
 
 void Checkpointer::run(int nice) {
-    // As quiet as the writer: the copy is throughput work too.
-    if (nice > 0)
-        (void)writer_priority(static_cast<int>(::gettid()), nice);
+    // At the writer's priority: the copy is a burst too (the fsyncs sleep).
+    (void)set_nice(static_cast<int>(::gettid()), nice);
     sqlite3* db = nullptr;
     // No checkpoint without a connection of its own: the writer's hook then
     // runs them past kOwnPages.
@@ -575,20 +566,20 @@ void Checkpointer::run(int nice) {
     sqlite3_close(db);
 }
 
-Writer::Writer(const std::string& path, size_t queue_capacity, size_t note_capacity, int nice)
+Writer::Writer(const std::string& path, size_t queue_capacity, size_t note_capacity, int nice,
+               int burst_ms)
     : path_(path), db_(Db::open(path, true)),
       checkpointer_(std::make_unique<Checkpointer>(path, db_.get(), nice)), queue_(queue_capacity),
-      note_capacity_(note_capacity), nice_(nice), pending_(std::make_unique<Summaries>()) {
+      note_capacity_(note_capacity), nice_(nice), burst_ms_(burst_ms),
+      burst_rows_(std::clamp<size_t>(queue_capacity / 4, 1, kBurstRows)),
+      pending_(std::make_unique<Summaries>()) {
     // A WAL that grew while the checkpointer lagged goes back to this size
     // when it restarts.
     db_.exec("PRAGMA journal_size_limit = " + std::to_string(64 << 20));
-    progress_ns_.store(now_ns(), std::memory_order_release);
     abort_orphans();
     thread_ = std::thread([this] {
         pthread_setname_np(pthread_self(), "bp-writer");
         run();
-        // A thread id is reused once the thread is gone: never renice it then.
-        writer_tid_.store(0, std::memory_order_release);
     });
 }
 
@@ -672,20 +663,11 @@ void Writer::summarise_rest(int64_t session) {
 }
 
 // The producer never waits for the writer's lock: the writer may hold it
-// while the scheduler has it preempted (it runs at the lowest priority),
-// and the thread that serves the guest must not wait for that.  What
-// finds the lock taken stays in the producer's outbox until the next try.
+// while the scheduler has it preempted, and the thread that serves the
+// guest must not wait for that.  What finds the lock taken stays in the
+// producer's outbox until the next try.
 bool Writer::pump(bool wait) {
     producer_.store(std::this_thread::get_id(), std::memory_order_relaxed);
-    // Records that waited kStaleNs for a writer the scheduler keeps from
-    // the CPU (other work on a busy host outranks its SCHED_IDLE) get it
-    // the daemon's priority, as a backlog does: they are committed within
-    // about that long, not whenever the host is idle.
-    // (Records the writer has taken but not committed count too: it may be
-    // kept from the CPU in the middle of a commit.)
-    if (pushed_.load(std::memory_order_relaxed) > committed_.load() &&
-        now_ns() - progress_ns_.load(std::memory_order_acquire) > kStaleNs)
-        boost();
     if (outbox_.empty() && out_counters_.empty())
         return true;
     std::unique_lock lk(mu_, std::defer_lock);
@@ -700,6 +682,7 @@ bool Writer::pump(bool wait) {
         dirty_.insert(session);
     }
     out_counters_.clear();
+    const bool notes = !outbox_.empty();
     notes_in_ += outbox_.size();
     for (auto& n : outbox_)
         notes_.push_back(std::move(n));
@@ -707,7 +690,10 @@ bool Writer::pump(bool wait) {
     notes_size_.store(notes_.size(), std::memory_order_relaxed);
     lk.unlock();
     cv_.notify_all();
-    wake();
+    // Changed counters alone wake a writer that sleeps with nothing to do,
+    // not one whose records wait for a burst: they go in with those.
+    if (notes || wake_rows_.load(std::memory_order_seq_cst) == 1)
+        wake();
     return true;
 }
 
@@ -736,47 +722,27 @@ bool Writer::push(const Record& r) {
     if (!queue_.try_push(r))
         return false;
     pushed_.fetch_add(1, std::memory_order_release);
-    // A writer that falls behind gets the daemon's priority at once, from
-    // here: it may be in the middle of a commit it would finish too slowly
-    // at its own (see Writer::run).
-    if (queue_.size() > queue_.capacity() / 4)
-        boost();
-    // The first record for a writer that sleeps: it is told (see
-    // Writer::run).  A writer that has not said it sleeps yet looks at the
-    // queue after saying so, and finds this record.
+    // A writer that sleeps is told of the first record, and of the one that
+    // makes a burst (see Writer::run); of no other.  A writer that has not
+    // said it sleeps yet looks at the queue after saying so, and finds this
+    // record.
     std::atomic_thread_fence(std::memory_order_seq_cst); // the push, then the look
-    wake();
+    if (asleep_.load(std::memory_order_seq_cst) &&
+        queue_.size() >= wake_rows_.load(std::memory_order_seq_cst)) {
+        wakes_.fetch_add(1, std::memory_order_seq_cst);
+        futex_wake(wakes_);
+    }
     return true;
 }
 
-// Tells a sleeping writer that work waits: no lock, and never lost (the
-// writer sleeps on the count it read before its last look at the work).
+// Tells a sleeping writer that a note, a flush or a stop waits: no lock,
+// and never lost (the writer sleeps on the count it read before its last
+// look at the work).
 void Writer::wake() {
     if (!asleep_.load(std::memory_order_seq_cst))
         return;
     wakes_.fetch_add(1, std::memory_order_seq_cst);
-    wakes_.notify_one();
-}
-
-void Writer::boost() {
-    const int tid = writer_tid_.load(std::memory_order_acquire);
-    if (tid <= 0)
-        return;
-    // Raised once, and again every kBoostAgainNs while the backlog lasts:
-    // boosted_ is the writer's to clear, and a writer that lowered itself
-    // may be kept from the CPU before anything it does next, so a raise
-    // that crossed its lowering must not wait for it (see Writer::run).
-    const uint64_t now = now_ns();
-    if (boosted_.load(std::memory_order_acquire) &&
-        now - boost_ns_.load(std::memory_order_relaxed) < kBoostAgainNs)
-        return;
-    boost_ns_.store(now, std::memory_order_relaxed);
-    boosted_.store(true, std::memory_order_release);
-    if (!sched_set(tid, base_) && !boost_failed_.exchange(true))
-        std::fprintf(stderr,
-                     "busprof: warning: the trace DB's writer could not be raised to the"
-                     " daemon's priority (%s): records wait for an idle CPU\n",
-                     std::strerror(errno));
+    futex_wake(wakes_);
 }
 
 bool Writer::add_marker(Marker m, bool from_guest) {
@@ -796,8 +762,11 @@ void Writer::request_extract(const ExtractRequest& r) {
 bool Writer::flush(int timeout_ms) {
     if (std::this_thread::get_id() == producer_.load(std::memory_order_relaxed))
         pump(true);
-    wake();
     uint64_t records = pushed_.load(std::memory_order_acquire);
+    uint64_t upto = flush_upto_.load(std::memory_order_seq_cst);
+    while (upto < records && !flush_upto_.compare_exchange_weak(upto, records))
+        ;
+    wake();
     std::unique_lock lk(mu_);
     uint64_t notes = notes_in_;
     return cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] {
@@ -969,19 +938,6 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
                 }
                 ins.step();
                 sqlite3_reset(ins.get()); // every parameter is bound again
-                // The CPU is offered after each statement (some tens of
-                // microseconds of work): a thread that serves the guest and
-                // woke meanwhile runs now, not when a writer raised to its
-                // priority has used up its time slice.  Without other work
-                // the call returns at once.  At SCHED_IDLE too: a thread
-                // that wakes preempts it, but one that is runnable and does
-                // not wake (two vCPUs' accesses on one CPU) waits for the
-                // writer's whole time slice (1.4 ms on the 2-CPU reference
-                // machine) once the scheduler picks it; without the call
-                // the p99.9 of two vCPUs recording on one CPU went from 0.4
-                // to 0.7-1.3 ms (tests/bench/trap_path.py --pin).
-                if (n > 1)
-                    ::sched_yield();
             }
         };
         for (auto& [at, note] : w.notes) {
@@ -1135,108 +1091,87 @@ void Writer::answer(const ExtractRequest& r, bool db_ok) {
 }
 
 void Writer::run() {
-    // Storage is throughput work, serving the guest is latency work: when
-    // the two share a CPU, the thread that serves the guest must not wait
-    // for a commit to use up its time slice (at the daemon's own priority
-    // a committing writer made one access in a thousand wait over a
-    // millisecond).  So the writer runs nicer, by default SCHED_IDLE,
-    // preempted at once and given whatever CPU is idle (at nice 19 a writer
-    // that had slept still held up one access in a thousand for a
-    // millisecond or more with 2 or 4 vCPUs; tests/bench/trap_path.py).  The
-    // producer therefore never waits for its lock (see pump()).  But a
-    // writer kept from the CPU falls behind,
-    // and a full queue loses records: once the queue is a quarter full, or
-    // records waited kStaleNs, the writer takes the daemon's priority (as
-    // this thread inherited it) until it is nearly empty again.
-    // Going back up may need a privilege that root lacks in a container
-    // (see can_come_back); without it the writer stays at the daemon's
-    // priority throughout: one that went quiet and could not come back
-    // would starve while the host is busy.
+    // How the writer shares a CPU with the thread that serves the guest.
+    // It needs about a microsecond of CPU a record, and while a guest's
+    // accesses keep that CPU busy (every thread on one CPU, accesses in a
+    // row) the guest pays for it whatever the writer does; what the writer
+    // chooses is how: a little on every access, or much on a few.  At the
+    // lowest priority (SCHED_IDLE, as it ran before) it took only CPU that
+    // nothing else wanted, but on a CPU that never idles it then waited
+    // runnable nearly all the time, and a thread that waits runnable there
+    // makes every access slower (the kernel runs the threads that serve the
+    // guest in another order): recording cost 25 % at p50 with one vCPU
+    // (docs/design.md, "The writer's bursts").  So the writer sleeps while
+    // records gather, kBurstRows of them or burst_ms_ after the first, and
+    // then commits them at once above the daemon's priority (nice -20 by
+    // default), so that the scheduler does not cut the burst into pieces,
+    // each an access that waits.  A few accesses in a thousand wait for a
+    // burst, the others for nothing.  Where another CPU is idle the burst
+    // runs there: a thread that wakes goes to an idle CPU.  Raising it takes
+    // a privilege (CAP_SYS_NICE, or an RLIMIT_NICE that reaches nice_);
+    // without it the writer runs at the daemon's priority, and the
+    // scheduler may cut its bursts.
     const int id = static_cast<int>(::gettid());
     tid_.store(id, std::memory_order_release);
-    base_ = sched_of(id);
-    const int quiet = nice_ > 0 && can_come_back(base_, nice_) ? nice_ : 0;
-    if (quiet > 0 && writer_priority(id, quiet))
-        writer_tid_.store(id, std::memory_order_release); // push() may boost it now
-    // Caught up again after a boost (committed, nearly nothing waits):
-    // back to the quiet priority.  boosted_ is cleared first: once quiet,
-    // this thread may not run again before a backlog raises it, and a
-    // boosted_ still set then kept the producer from raising it (on a busy
-    // CPU the queue filled and records were dropped).  A raise that comes
-    // between the two is undone here, and repeated by the producer after
-    // kBoostAgainNs while the backlog lasts.
-    //
-    // Quiet only while it writes records: asleep, and for notes and counters
-    // alone (a short commit), it is at the daemon's priority.  A quiet
-    // thread that wakes or lowers itself on a CPU the guest's accesses keep
-    // busy waits there, runnable, until the CPU idles (never, while the
-    // guest runs), and a thread that waits runnable at the lowest priority
-    // beside the ones that serve the guest changes the order in which the
-    // kernel runs those (docs/design.md: with recording off and every
-    // thread on one CPU, p50 1.28x with one vCPU and p99 3.0x with two what
-    // they are now).
-    bool up = false; // raised by itself, to sleep or for notes alone
-    auto lower = [&] {
-        if (boosted_.load(std::memory_order_acquire) && queue_.size() < queue_.capacity() / 16) {
-            boosted_.store(false, std::memory_order_release);
-            if (!up)
-                (void)writer_priority(id, quiet);
-            if (lowered_for_tests_)
-                lowered_for_tests_();
+    raised_.store(set_nice(id, nice_), std::memory_order_release);
+    // Sleeps until a note, a flush or a stop comes, at least `rows` records
+    // wait, or timeout_ns (-1: none) passed.  A push or a note that comes
+    // after the look below sees asleep_ set, and changes wakes_ from what
+    // was read before it.
+    auto sleep = [&](int64_t timeout_ns, size_t rows) {
+        const uint32_t seen = wakes_.load(std::memory_order_seq_cst);
+        wake_rows_.store(rows, std::memory_order_seq_cst);
+        asleep_.store(true, std::memory_order_seq_cst);
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        bool idle;
+        {
+            std::lock_guard lk(mu_);
+            // Changed counters alone go in with the records that wait.
+            idle = queue_.size() < rows && notes_.empty() && (rows > 1 || dirty_.empty()) &&
+                   !stop_ && popped_ >= flush_upto_.load(std::memory_order_seq_cst);
         }
-    };
-    auto go_up = [&] {
-        if (quiet > 0 && !up)
-            up = sched_set(id, base_);
-    };
-    auto go_quiet = [&] {
-        if (up) {
-            up = false;
-            if (!boosted_.load(std::memory_order_acquire))
-                (void)writer_priority(id, quiet);
-        }
+        if (idle)
+            futex_wait(wakes_, seen, timeout_ns);
+        asleep_.store(false, std::memory_order_seq_cst);
     };
     Work w;
     std::vector<ExtractRequest> extracts;
     std::string err;
     uint64_t failing_since = 0, failures = 0;
-    // While records come the writer looks for more every kBatchMs (a push
-    // makes no call).  Once a look finds none it sleeps until told that
-    // records or notes wait; it used to look every 5 ms whatever came, and
-    // so woke quiet every 5 ms.
-    bool batching = false;
+    uint64_t first_ns = 0;   // when the records that wait for a burst were first seen
+    uint64_t burst_upto = 0; // a burst takes every record queued when it began
     for (;;) {
-        if (w.empty())
-            gather(w);
-        if (!w.records.empty())
-            go_quiet();
         if (w.empty()) {
-            progress_ns_.store(now_ns(), std::memory_order_release);
-            lower();
+            // Records alone wait for their burst.
+            const size_t queued = queue_.size();
+            if (queued > 0 && queued < burst_rows_ && popped_ >= burst_upto &&
+                popped_ >= flush_upto_.load(std::memory_order_seq_cst)) {
+                bool due;
+                {
+                    std::lock_guard lk(mu_);
+                    due = !notes_.empty() || stop_;
+                }
+                const uint64_t now = now_ns();
+                if (!first_ns)
+                    first_ns = now;
+                const uint64_t at = first_ns + static_cast<uint64_t>(burst_ms_) * 1000000;
+                if (!due && now < at) {
+                    sleep(static_cast<int64_t>(at - now), burst_rows_);
+                    continue;
+                }
+            }
+            burst_upto = std::max(burst_upto, popped_ + queued);
+            gather(w);
+        }
+        if (w.empty()) {
             std::unique_lock lk(mu_);
             if (dirty_.empty()) {
                 if (stop_ && notes_.empty() && queue_.size() == 0)
                     return;
                 cv_.notify_all();
-                if (batching) {
-                    batching = false;
-                    cv_.wait_for(lk, std::chrono::milliseconds(kBatchMs));
-                    continue;
-                }
-                // Asleep, then a last look: a push that this look misses
-                // sees asleep_ set, and a note or a stop that comes after
-                // it changes wakes_ from what was read before it.
-                go_up();
-                const uint32_t seen = wakes_.load(std::memory_order_seq_cst);
-                asleep_.store(true, std::memory_order_seq_cst);
-                std::atomic_thread_fence(std::memory_order_seq_cst);
-                const bool idle = queue_.size() == 0 && notes_.empty() && !stop_;
                 lk.unlock();
-                if (idle)
-                    wakes_.wait(seen, std::memory_order_seq_cst);
-                asleep_.store(false, std::memory_order_seq_cst);
-                // Awake: how long records wait for it counts from now.
-                progress_ns_.store(now_ns(), std::memory_order_release);
+                first_ns = 0;
+                sleep(-1, 1); // told of the first record
                 continue;
             }
             // Only counters changed: they are written too.
@@ -1276,10 +1211,9 @@ void Writer::run() {
                 }
                 failing_since = failures = 0;
             }
-            batching = !w.records.empty();
+            if (!w.records.empty())
+                first_ns = 0; // the records that come next wait for a burst of their own
             w = Work{};
-            progress_ns_.store(now_ns(), std::memory_order_release);
-            lower();
             cv_.notify_all();
             continue;
         }

@@ -99,14 +99,6 @@ struct ExtractResult {
 
 class Summaries;
 
-// How a thread is scheduled (policy, its priority, nice value): what the
-// writer returns to when it is raised.
-struct ThreadSched {
-    int policy = 0; // SCHED_OTHER
-    int priority = 0;
-    int nice = 0;
-};
-
 // Checkpoints the writer's WAL on a thread and connection of its own, so
 // that the writer only appends: copying the WAL's pages into the DB and
 // the fsyncs that go with it (SQLite's automatic checkpoint, otherwise run
@@ -147,11 +139,19 @@ class Writer {
   public:
     using ExtractReply = std::function<void(const ExtractRequest&, ExtractResult&)>;
 
-    // nice: the writer thread's nice value (Writer::run says why it is
-    // nicer than the thread that serves the guest).
+    // nice: the nice value of the writer's threads (Writer::run says why
+    // they run above the thread that serves the guest); burst_ms: how long
+    // records may wait for a commit (see Writer::run).
     Writer(const std::string& path, size_t queue_capacity, size_t note_capacity = 4096,
-           int nice = kDefaultWriterNice);
-    static constexpr int kDefaultWriterNice = 19;
+           int nice = kDefaultWriterNice, int burst_ms = kBurstMs);
+    static constexpr int kDefaultWriterNice = -20;
+    // Records are committed once kBurstRows of them wait (a quarter of the
+    // queue, if that is less), kBurstMs after the
+    // first of them came, or at once for a note (an extract, a marker, an
+    // event, a new session), a flush or a stop; changed counters go in
+    // with them (see Writer::run).
+    static constexpr size_t kBurstRows = 8192;
+    static constexpr int kBurstMs = 250;
     ~Writer(); // close(10000)
     Writer(const Writer&) = delete;
 
@@ -182,15 +182,12 @@ class Writer {
     const std::string& path() const { return path_; }
     uint64_t checkpoints() const { return checkpointer_->done(); }
     std::mutex& lock_for_tests() { return mu_; } // the lock the producer never waits for
-    // Whether the writer runs nicer than the daemon (false until it has
-    // started, and where it could not come back up; see Writer::run).
-    bool quiet() const { return writer_tid_.load(std::memory_order_acquire) > 0; }
-    static constexpr int kBatchMs = 5; // the wait for more records after some came
     // The writer's thread id, once it has started (0 before).
     int thread_for_tests() const { return tid_.load(std::memory_order_acquire); }
-    // Called on the writer's thread each time it has lowered itself after a
-    // backlog; set before the first record.
-    void on_lowered_for_tests(std::function<void()> f) { lowered_for_tests_ = std::move(f); }
+    // Whether the writer's threads run at the nice value asked for (false
+    // until the writer has started, and where that needs a privilege the
+    // daemon lacks: they run at its priority then).
+    bool raised() const { return raised_.load(std::memory_order_acquire); }
 
     // Once the producer has stopped (or on its thread): stops the writer
     // thread after it committed everything queued, or, if the DB
@@ -211,7 +208,6 @@ class Writer {
     };
 
     bool enqueue(Note n, bool droppable);
-    void boost(); // the writer to the daemon's priority
     void run();
     void gather(Work& w);
     bool commit(Work& w, std::vector<ExtractRequest>& extracts, std::string& err);
@@ -228,21 +224,18 @@ class Writer {
     SpscQueue<Record> queue_;
     size_t note_capacity_;
     int nice_;
-    std::atomic<int> tid_{0};               // the writer's thread
-    std::atomic<int> writer_tid_{0};        // set once the writer is nicer than the daemon
-    ThreadSched base_;                      // the daemon's scheduling, before writer_tid_ is set
-    std::atomic<bool> boost_failed_{false}; // said once
-    std::atomic<bool> boosted_{false};      // it runs at the daemon's priority for a backlog
-    std::atomic<uint64_t> boost_ns_{0};     // when the producer last raised it
-    static constexpr uint64_t kBoostAgainNs = 10'000'000;
-    std::function<void()> lowered_for_tests_;
-    // When the writer last committed or found nothing to do (see pump()).
-    std::atomic<uint64_t> progress_ns_{0};
-    // It found nothing for a while and sleeps until told (see Writer::run).
+    int burst_ms_;
+    size_t burst_rows_;       // kBurstRows, or a quarter of the queue
+    std::atomic<int> tid_{0}; // the writer's thread
+    std::atomic<bool> raised_{false};
+    // The writer sleeps on wakes_ (a futex): with nothing to do until told,
+    // with records waiting for a burst until the burst is due.  asleep_
+    // says that it sleeps, wake_rows_ how many queued records wake it.
     std::atomic<bool> asleep_{false};
-    std::atomic<uint32_t> wakes_{0}; // what it sleeps on: each change wakes it
-    void wake();                     // a writer that sleeps: work waits
-    static constexpr uint64_t kStaleNs = 250'000'000;
+    std::atomic<size_t> wake_rows_{1};
+    std::atomic<uint32_t> wakes_{0};
+    std::atomic<uint64_t> flush_upto_{0}; // records a flush waits for: they wait for no burst
+    void wake();                          // a writer that sleeps: a note, a flush or a stop waits
     ExtractReply extract_reply_;
 
     std::atomic<uint64_t> pushed_{0};                  // written by the producer only
