@@ -820,7 +820,7 @@ uint64_t Writer::close(int deadline_ms) {
 // still lands before every record pushed after it.  The notes' lock is
 // taken once per run of records, not once per record.
 void Writer::gather(Work& w) {
-    constexpr size_t kBatch = 4096;
+    constexpr size_t kBatch = Writer::kBurstRows; // a burst in one commit
     for (;;) {
         uint64_t upto;
         {
