@@ -680,6 +680,7 @@ bool Writer::pump(bool wait) {
     for (auto& [session, c] : out_counters_) {
         counters_[session] = std::move(c);
         dirty_.insert(session);
+        dirty_any_.store(true, std::memory_order_seq_cst);
     }
     out_counters_.clear();
     const bool notes = !outbox_.empty();
@@ -687,7 +688,8 @@ bool Writer::pump(bool wait) {
     for (auto& n : outbox_)
         notes_.push_back(std::move(n));
     outbox_.clear();
-    notes_size_.store(notes_.size(), std::memory_order_relaxed);
+    outbox_first_.store(UINT64_MAX, std::memory_order_seq_cst);
+    notes_size_.store(notes_.size(), std::memory_order_seq_cst);
     lk.unlock();
     cv_.notify_all();
     // Changed counters alone wake a writer that sleeps with nothing to do,
@@ -701,6 +703,8 @@ bool Writer::enqueue(Note n, bool droppable) {
     n.after = pushed_.load(std::memory_order_relaxed);
     if (droppable && outbox_.size() + notes_size_.load(std::memory_order_relaxed) >= note_capacity_)
         return false;
+    if (outbox_.empty())
+        outbox_first_.store(n.after, std::memory_order_seq_cst); // before any later push
     outbox_.push_back(std::move(n));
     pump(false);
     return true;
@@ -719,6 +723,11 @@ void Writer::set_counters(uint32_t session, const SessionCounters& c) {
 }
 
 bool Writer::push(const Record& r) {
+    // Records queued behind a note in the outbox wait for it: it is handed
+    // over at the next chance, so that a producer that only pushes (into a
+    // queue that fills) does not leave them waiting.
+    if (!outbox_.empty())
+        (void)pump(false);
     if (!queue_.try_push(r))
         return false;
     pushed_.fetch_add(1, std::memory_order_release);
@@ -726,13 +735,23 @@ bool Writer::push(const Record& r) {
     // makes a burst (see Writer::run); of no other.  A writer that has not
     // said it sleeps yet looks at the queue after saying so, and finds this
     // record.
+    // (Records behind a note in the outbox cannot be taken: the note's
+    // hand-over wakes it.)
     std::atomic_thread_fence(std::memory_order_seq_cst); // the push, then the look
-    if (asleep_.load(std::memory_order_seq_cst) &&
+    if (outbox_.empty() && asleep_.load(std::memory_order_seq_cst) &&
         queue_.size() >= wake_rows_.load(std::memory_order_seq_cst)) {
         wakes_.fetch_add(1, std::memory_order_seq_cst);
         futex_wake(wakes_);
     }
     return true;
+}
+
+// Records the writer may take now (writer only): those pushed, up to the
+// first note still in the producer's outbox.
+uint64_t Writer::takeable() const {
+    const uint64_t pushed = pushed_.load(std::memory_order_seq_cst);
+    const uint64_t upto = std::min(pushed, outbox_first_.load(std::memory_order_seq_cst));
+    return upto > popped_ ? upto - popped_ : 0;
 }
 
 // Tells a sleeping writer that a note, a flush or a stop waits: no lock,
@@ -800,6 +819,7 @@ uint64_t Writer::close(int deadline_ms) {
         if (!thread_.joinable())
             return lost_;
         stop_ = true;
+        stopping_.store(true, std::memory_order_seq_cst);
         deadline_ms_ = deadline_ms;
         stop_ns_ = now_ns();
     }
@@ -829,8 +849,11 @@ void Writer::gather(Work& w) {
                 w.notes.emplace_back(w.records.size(), std::move(notes_.front()));
                 notes_.pop_front();
             }
-            notes_size_.store(notes_.size(), std::memory_order_relaxed);
+            notes_size_.store(notes_.size(), std::memory_order_seq_cst);
             upto = pushed_.load(std::memory_order_acquire);
+            // Read after pushed_: a note the producer put in its outbox
+            // before those pushes is seen here (or is in notes_ by now).
+            upto = std::min(upto, outbox_first_.load(std::memory_order_acquire));
             if (!notes_.empty())
                 upto = std::min(upto, notes_.front().after);
         }
@@ -902,6 +925,7 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
         for (uint32_t s : dirty_)
             counters[s] = counters_[s];
         dirty_.clear();
+        dirty_any_.store(false, std::memory_order_seq_cst);
     }
     std::map<uint32_t, uint64_t> per_session;
     Summaries summaries; // of this commit's rows
@@ -975,6 +999,7 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
             if (ord >= rows.size() || !rows[ord]) {
                 std::lock_guard lk(mu_);
                 dirty_.insert(ord); // its row comes with a later note
+                dirty_any_.store(true, std::memory_order_seq_cst);
                 continue;
             }
             upd.bind(1, rows[ord]);
@@ -1002,6 +1027,7 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
         std::lock_guard lk(mu_);
         for (auto& [ord, c] : counters)
             dirty_.insert(ord);
+        dirty_any_.store(!dirty_.empty(), std::memory_order_seq_cst);
         err = e.what();
         return false;
     }
@@ -1123,13 +1149,14 @@ void Writer::run() {
         wake_rows_.store(rows, std::memory_order_seq_cst);
         asleep_.store(true, std::memory_order_seq_cst);
         std::atomic_thread_fence(std::memory_order_seq_cst);
-        bool idle;
-        {
-            std::lock_guard lk(mu_);
-            // Changed counters alone go in with the records that wait.
-            idle = queue_.size() < rows && notes_.empty() && (rows > 1 || dirty_.empty()) &&
-                   !stop_ && popped_ >= flush_upto_.load(std::memory_order_seq_cst);
-        }
+        // Without the lock, which the producer may only try: the atomics
+        // below are stored, under it, before the producer looks at asleep_.
+        // Changed counters alone go in with the records that wait.
+        const bool idle =
+            takeable() < rows && notes_size_.load(std::memory_order_seq_cst) == 0 &&
+            (rows > 1 || !dirty_any_.load(std::memory_order_seq_cst)) &&
+            !stopping_.load(std::memory_order_seq_cst) &&
+            (popped_ >= flush_upto_.load(std::memory_order_seq_cst) || takeable() == 0);
         if (idle)
             futex_wait(wakes_, seen, timeout_ns);
         asleep_.store(false, std::memory_order_seq_cst);
@@ -1143,14 +1170,11 @@ void Writer::run() {
     for (;;) {
         if (w.empty()) {
             // Records alone wait for their burst.
-            const size_t queued = queue_.size();
+            const uint64_t queued = takeable();
             if (queued > 0 && queued < burst_rows_ && popped_ >= burst_upto &&
                 popped_ >= flush_upto_.load(std::memory_order_seq_cst)) {
-                bool due;
-                {
-                    std::lock_guard lk(mu_);
-                    due = !notes_.empty() || stop_;
-                }
+                const bool due = notes_size_.load(std::memory_order_seq_cst) > 0 ||
+                                 stopping_.load(std::memory_order_seq_cst);
                 const uint64_t now = now_ns();
                 if (!first_ns)
                     first_ns = now;

@@ -236,6 +236,7 @@ class Writer {
     std::atomic<uint32_t> wakes_{0};
     std::atomic<uint64_t> flush_upto_{0}; // records a flush waits for: they wait for no burst
     void wake();                          // a writer that sleeps: a note, a flush or a stop waits
+    uint64_t takeable() const;
     ExtractReply extract_reply_;
 
     std::atomic<uint64_t> pushed_{0};                  // written by the producer only
@@ -244,7 +245,13 @@ class Writer {
     std::map<uint32_t, SessionCounters> out_counters_; // producer only, likewise
     std::atomic<std::thread::id> producer_{};          // the producer's thread
     std::atomic<size_t> notes_size_{0};                // notes_.size(), for the producer
-    uint64_t popped_ = 0;                              // writer only
+    // The count of records pushed before the first note of the outbox (none:
+    // UINT64_MAX): the writer takes no record past it, so that a note that
+    // found the lock taken still lands before the records pushed after it.
+    std::atomic<uint64_t> outbox_first_{UINT64_MAX};
+    std::atomic<bool> dirty_any_{false}; // !dirty_.empty(), for a writer about to sleep
+    std::atomic<bool> stopping_{false};  // stop_, likewise
+    uint64_t popped_ = 0;                // writer only
     // Summaries of committed rows not yet written (writer only): see commit().
     std::unique_ptr<Summaries> pending_;
     uint64_t unsummarised_ = 0;

@@ -478,10 +478,14 @@ TEST_F(WriterTest, AnIdleWriterSleepsUntilARecordComes) {
 // flush, a note or a close does not wait for it.
 TEST_F(WriterTest, RecordsWaitForABurstButNotesFlushesAndCloseDoNot) {
     constexpr auto kPatience = std::chrono::seconds(20); // far below the burst time
+    // Pumps as the daemon's loop does: a note that found the writer's lock
+    // taken waits in the producer's outbox until then.
     auto committed_within = [&](Writer& w, uint64_t n) {
         const auto t0 = std::chrono::steady_clock::now();
-        while (w.committed() < n && std::chrono::steady_clock::now() - t0 < kPatience)
+        while (w.committed() < n && std::chrono::steady_clock::now() - t0 < kPatience) {
+            w.pump();
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
         return w.committed() == n;
     };
     uint64_t closed_rows;
@@ -520,6 +524,35 @@ TEST_F(WriterTest, RecordsWaitForABurstButNotesFlushesAndCloseDoNot) {
         closed_rows = n;
     }
     EXPECT_EQ(scalar("SELECT count(*) FROM transactions"), static_cast<int64_t>(closed_rows));
+}
+
+// A note that found the writer's lock taken waits in the producer's outbox;
+// records pushed after it must not overtake it.  A session's row is such a
+// note: its records went in first, failed ("a record precedes its
+// session"), and the writer retried the same batch without it forever.
+TEST_F(WriterTest, RecordsDoNotOvertakeANoteInTheOutbox) {
+    Writer w(db_, 1024);
+    uint32_t first = w.begin_session(row());
+    ASSERT_TRUE(w.flush());
+    uint32_t s;
+    {
+        std::lock_guard held(w.lock_for_tests());
+        s = w.begin_session(row()); // to the outbox: the lock is taken
+        for (uint32_t i = 0; i < 10; i++)
+            ASSERT_TRUE(w.push(rec(s, 0x70, i)));
+    }
+    // The writer may run now; the session's row is still in the outbox.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_EQ(w.last_error(), "");
+    // The next push hands it over (a producer that only pushes, into a
+    // queue that fills, would otherwise wait for ever).
+    ASSERT_TRUE(w.push(rec(s, 0x70, 10)));
+    ASSERT_TRUE(w.flush(10000));
+    EXPECT_EQ(w.last_error(), "");
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions WHERE session_id = " +
+                     std::to_string(w.session_row(s, 0))),
+              11);
+    (void)first;
 }
 
 // With a small queue a burst is a quarter of it: records never wait for
