@@ -21,7 +21,7 @@ rounds, and the ratios on/bare and on/off.  --pin runs every process on CPU
 0 (taskset): wake-up noise removed, parallelism too.
 
 usage: trap_path.py --bin BUILD_DIR [--accesses N] [--rounds R] [--vcpus 1,2,4] [--pin [--idle-hog]]
-                    [--writer-nice N]   (the daemon's; 0 shows the cost of writing at its priority)
+                    [--writer-nice N]   (the daemon's, -20 to 19: the writer's bursts at that nice value)
                     [--queue N]   (the daemon's record queue: the writer is raised to the
                                    daemon's priority once a quarter of it waits)
 """
