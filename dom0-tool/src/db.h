@@ -146,10 +146,9 @@ class Writer {
            int nice = kDefaultWriterNice, int burst_ms = kBurstMs);
     static constexpr int kDefaultWriterNice = -20;
     // Records are committed once kBurstRows of them wait (a quarter of the
-    // queue, if that is less), kBurstMs after the
-    // first of them came, or at once for a note (an extract, a marker, an
-    // event, a new session), a flush or a stop; changed counters go in
-    // with them (see Writer::run).
+    // queue, if that is less) or kBurstMs after the first of them came, and
+    // at once for a note (an extract, a marker, an event, a new session), a
+    // flush or a stop; changed counters go in with them (see Writer::run).
     static constexpr size_t kBurstRows = 8192;
     static constexpr int kBurstMs = 250;
     ~Writer(); // close(10000)

@@ -318,9 +318,9 @@ TEST_F(WriterTest, SessionsOfDeadDaemonsAreAbortedOnOpen) {
     }
 }
 
-// The producer never waits for the writer's lock (the writer, at the
-// lowest priority, may be preempted holding it): notes and counters wait
-// in its outbox and go in once the lock is free.
+// The producer never waits for the writer's lock (the writer may be
+// preempted holding it): notes and counters wait in its outbox and go in
+// once the lock is free.
 TEST_F(WriterTest, TheProducerNeverWaitsForTheWritersLock) {
     Writer w(db_, 64);
     uint32_t s = w.begin_session(row());
