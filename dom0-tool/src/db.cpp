@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <latch>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
@@ -507,11 +508,16 @@ Checkpointer::Checkpointer(const std::string& path, sqlite3* writer, int nice)
     : path_(path), writer_(writer) {
     // Replaces SQLite's automatic checkpoint on the writer's connection.
     sqlite3_wal_hook(writer_, &Checkpointer::on_wal, this);
-    thread_ = std::thread([this, nice] {
-        // Named for top -H, perf and gdb.
+    // Named (for top -H, perf and gdb) and at its priority before the
+    // writer can ask it for anything.
+    std::latch ready(1);
+    thread_ = std::thread([this, nice, &ready] {
         pthread_setname_np(pthread_self(), "bp-checkpoint");
-        run(nice);
+        (void)set_nice(static_cast<int>(::gettid()), nice);
+        ready.count_down();
+        run();
     });
+    ready.wait();
 }
 
 Checkpointer::~Checkpointer() {
@@ -539,9 +545,9 @@ int Checkpointer::on_wal(void* self, sqlite3* db, const char* name, int pages) {
     return SQLITE_OK;
 }
 
-void Checkpointer::run(int nice) {
-    // At the writer's priority: the copy is a burst too (the fsyncs sleep).
-    (void)set_nice(static_cast<int>(::gettid()), nice);
+// At the writer's priority (see the constructor): the copy is a burst too,
+// and the fsyncs sleep.
+void Checkpointer::run() {
     sqlite3* db = nullptr;
     // No checkpoint without a connection of its own: the writer's hook then
     // runs them past kOwnPages.

@@ -117,7 +117,7 @@ class Checkpointer {
 
   private:
     static int on_wal(void* self, sqlite3* db, const char* name, int pages);
-    void run(int nice);
+    void run();
 
     std::string path_;
     sqlite3* writer_;
