@@ -1190,22 +1190,23 @@ void Writer::run() {
                     continue;
                 }
             }
-            burst_upto = std::max(burst_upto, popped_ + queued);
-            gather(w);
-        }
-        if (w.empty()) {
-            std::unique_lock lk(mu_);
-            if (dirty_.empty()) {
-                if (stop_ && notes_.empty() && queue_.size() == 0)
-                    return;
-                cv_.notify_all();
-                lk.unlock();
-                first_ns = 0;
-                sleep(-1, 1); // told of the first record
-                continue;
+            // The lock only when there is something to take: the producer
+            // may only try it, and a note that finds it taken waits.
+            if (queued > 0 || notes_size_.load(std::memory_order_seq_cst) > 0) {
+                burst_upto = std::max(burst_upto, popped_ + queued);
+                gather(w);
             }
-            // Only counters changed: they are written too.
         }
+        if (w.empty() && !dirty_any_.load(std::memory_order_seq_cst)) {
+            if (stopping_.load(std::memory_order_seq_cst) &&
+                notes_size_.load(std::memory_order_seq_cst) == 0 && queue_.size() == 0)
+                return;
+            cv_.notify_all();
+            first_ns = 0;
+            sleep(-1, 1); // told of the first record
+            continue;
+        }
+        // Only counters changed, if w is empty: they are written too.
         extracts.clear();
         {
             // Once closing, a locked DB may hold the writer only for what is
