@@ -677,10 +677,21 @@ bool Writer::pump(bool wait) {
     if (outbox_.empty() && out_counters_.empty())
         return true;
     std::unique_lock lk(mu_, std::defer_lock);
-    if (wait)
+    if (wait) {
         lk.lock();
-    else if (!lk.try_lock())
-        return false;
+    } else if (!lk.try_lock()) {
+        // The writer holds it for some instructions at a time, never across
+        // SQL: a few more tries, for at most kTryLockNs, spare a note the
+        // wait for the producer's next call (an extract request waited up to
+        // the daemon's next turn; in a test that pumped no more, for ever).
+        // Beyond that the writer was preempted holding it: not waited for.
+        const uint64_t until = now_ns() + kTryLockNs;
+        do
+            std::this_thread::yield();
+        while (!lk.try_lock() && now_ns() < until);
+        if (!lk.owns_lock())
+            return false;
+    }
     if (committed_by_session_.size() < sessions_)
         committed_by_session_.resize(sessions_, 0);
     for (auto& [session, c] : out_counters_) {
