@@ -756,10 +756,8 @@ bool Writer::push(const Record& r) {
     // hand-over wakes it.)
     std::atomic_thread_fence(std::memory_order_seq_cst); // the push, then the look
     if (outbox_.empty() && asleep_.load(std::memory_order_seq_cst) &&
-        queue_.size() >= wake_rows_.load(std::memory_order_seq_cst)) {
-        wakes_.fetch_add(1, std::memory_order_seq_cst);
-        futex_wake(wakes_);
-    }
+        queue_.size() >= wake_rows_.load(std::memory_order_seq_cst))
+        tell();
     return true;
 }
 
@@ -775,8 +773,12 @@ uint64_t Writer::takeable() const {
 // and never lost (the writer sleeps on the count it read before its last
 // look at the work).
 void Writer::wake() {
-    if (!asleep_.load(std::memory_order_seq_cst))
-        return;
+    if (asleep_.load(std::memory_order_seq_cst))
+        tell();
+}
+
+// Wakes the writer from its sleep on wakes_.
+void Writer::tell() {
     wakes_.fetch_add(1, std::memory_order_seq_cst);
     futex_wake(wakes_);
 }
@@ -1169,11 +1171,11 @@ void Writer::run() {
         // Without the lock, which the producer may only try: the atomics
         // below are stored, under it, before the producer looks at asleep_.
         // Changed counters alone go in with the records that wait.
-        const bool idle =
-            takeable() < rows && notes_size_.load(std::memory_order_seq_cst) == 0 &&
-            (rows > 1 || !dirty_any_.load(std::memory_order_seq_cst)) &&
-            !stopping_.load(std::memory_order_seq_cst) &&
-            (popped_ >= flush_upto_.load(std::memory_order_seq_cst) || takeable() == 0);
+        const uint64_t can = takeable();
+        const bool idle = can < rows && notes_size_.load(std::memory_order_seq_cst) == 0 &&
+                          (rows > 1 || !dirty_any_.load(std::memory_order_seq_cst)) &&
+                          !stopping_.load(std::memory_order_seq_cst) &&
+                          (popped_ >= flush_upto_.load(std::memory_order_seq_cst) || can == 0);
         if (idle)
             futex_wait(wakes_, seen, timeout_ns);
         asleep_.store(false, std::memory_order_seq_cst);

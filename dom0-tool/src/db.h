@@ -235,6 +235,7 @@ class Writer {
     std::atomic<uint32_t> wakes_{0};
     std::atomic<uint64_t> flush_upto_{0}; // records a flush waits for: they wait for no burst
     void wake();                          // a writer that sleeps: a note, a flush or a stop waits
+    void tell();                          // wakes it, asleep or not
     uint64_t takeable() const;
     static constexpr uint64_t kTryLockNs = 100'000; // see pump()
     ExtractReply extract_reply_;
