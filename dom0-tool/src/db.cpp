@@ -748,6 +748,9 @@ bool Writer::push(const Record& r) {
     if (!queue_.try_push(r))
         return false;
     pushed_.fetch_add(1, std::memory_order_release);
+    // Where the writer's bursts do not go (see keep_off_producer()); glibc
+    // reads it from the thread's rseq area, no system call.
+    producer_cpu_.store(::sched_getcpu(), std::memory_order_relaxed);
     // A writer that sleeps is told of the first record, and of the one that
     // makes a burst (see Writer::run); of no other.  A writer that has not
     // said it sleeps yet looks at the queue after saying so, and finds this
@@ -759,6 +762,26 @@ bool Writer::push(const Record& r) {
         queue_.size() >= wake_rows_.load(std::memory_order_seq_cst))
         tell();
     return true;
+}
+
+// Keeps the writer off the CPU that the producer (the thread that serves
+// the guest) last pushed from, where the writer may use another (writer
+// only).  The producer wakes the writer when a burst is due, and where no
+// CPU looks idle the kernel puts a woken thread on its waker's CPU
+// without looking further: there the writer, above the producer's
+// priority, preempted it, and the producer waited the whole burst
+// (milliseconds, every vCPU's access with it) while the other CPU went
+// idle, as the kernel does not move a thread that ran a moment ago
+// (docs/design.md, "The writer's bursts").
+void Writer::keep_off_producer() {
+    const int cpu = producer_cpu_.load(std::memory_order_relaxed);
+    if (cpu < 0 || cpu == off_cpu_ || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &allowed_) ||
+        CPU_COUNT(&allowed_) < 2)
+        return;
+    cpu_set_t set = allowed_;
+    CPU_CLR(cpu, &set);
+    if (::sched_setaffinity(0, sizeof(set), &set) == 0)
+        off_cpu_ = cpu;
 }
 
 // Records the writer may take now (writer only): those pushed, up to the
@@ -1151,14 +1174,17 @@ void Writer::run() {
     // then commits them at once above the daemon's priority (nice -20 by
     // default), so that the scheduler does not cut the burst into pieces,
     // each an access that waits.  A few accesses in a thousand wait for a
-    // burst, the others for nothing.  Where another CPU is idle the burst
-    // runs there: a thread that wakes goes to an idle CPU.  Raising it takes
+    // burst, the others for nothing.  Where the daemon may use more than
+    // one CPU, a burst runs on another than the one the thread that serves
+    // the guest is on (keep_off_producer()).  Raising it takes
     // a privilege (CAP_SYS_NICE, or an RLIMIT_NICE that reaches nice_);
     // without it the writer runs at the daemon's priority, and the
     // scheduler may cut its bursts.
     const int id = static_cast<int>(::gettid());
     tid_.store(id, std::memory_order_release);
     raised_.store(set_nice(id, nice_), std::memory_order_release);
+    if (::sched_getaffinity(0, sizeof(allowed_), &allowed_) != 0)
+        CPU_ZERO(&allowed_);
     // Sleeps until a note, a flush or a stop comes, at least `rows` records
     // wait, or timeout_ns (-1: none) passed.  A push or a note that comes
     // after the look below sees asleep_ set, and changes wakes_ from what
@@ -1207,6 +1233,8 @@ void Writer::run() {
             // may only try it, and a note that finds it taken waits.
             if (queued > 0 || notes_size_.load(std::memory_order_seq_cst) > 0) {
                 burst_upto = std::max(burst_upto, popped_ + queued);
+                if (queued > 0)
+                    keep_off_producer();
                 gather(w);
             }
         }

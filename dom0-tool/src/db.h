@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <sched.h>
 #include <set>
 #include <sqlite3.h>
 #include <string>
@@ -236,11 +237,17 @@ class Writer {
     std::atomic<uint64_t> flush_upto_{0}; // records a flush waits for: they wait for no burst
     void wake();                          // a writer that sleeps: a note, a flush or a stop waits
     void tell();                          // wakes it, asleep or not
+    // The CPUs the writer may use (when it started), and the one it keeps
+    // off now (-1: none): see keep_off_producer().  Writer only.
+    cpu_set_t allowed_{};
+    int off_cpu_ = -1;
+    void keep_off_producer();
     uint64_t takeable() const;
     static constexpr uint64_t kTryLockNs = 100'000; // see pump()
     ExtractReply extract_reply_;
 
     std::atomic<uint64_t> pushed_{0};                  // written by the producer only
+    std::atomic<int> producer_cpu_{-1};                // the CPU of its last push; likewise
     uint32_t sessions_ = 0;                            // producer only
     std::deque<Note> outbox_;                          // producer only: notes not yet handed over
     std::map<uint32_t, SessionCounters> out_counters_; // producer only, likewise

@@ -572,6 +572,79 @@ TEST_F(WriterTest, ASmallQueueBurstsAtAQuarterFull) {
     EXPECT_EQ(w.committed(), 100u) << "a quarter of the queue did not make a burst";
 }
 
+// The calling thread's CPUs; and a guard that keeps it on one of them.
+static cpu_set_t cpus_of(int tid) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    EXPECT_EQ(::sched_getaffinity(tid, sizeof(set), &set), 0);
+    return set;
+}
+static std::vector<int> list_of(const cpu_set_t& set) {
+    std::vector<int> cpus;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set))
+            cpus.push_back(c);
+    return cpus;
+}
+class PinnedTo {
+  public:
+    explicit PinnedTo(int cpu) : saved_(cpus_of(0)) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        EXPECT_EQ(::sched_setaffinity(0, sizeof(one), &one), 0);
+    }
+    ~PinnedTo() { ::sched_setaffinity(0, sizeof(saved_), &saved_); }
+
+  private:
+    cpu_set_t saved_;
+};
+
+// A burst runs off the CPU that the thread that serves the guest pushes
+// from, and follows it when it moves: woken on that CPU above its priority,
+// the writer held it for the whole burst while another CPU idled.
+TEST_F(WriterTest, ABurstRunsOffTheCpuOfTheThreadThatServesTheGuest) {
+    const cpu_set_t mine = cpus_of(0);
+    const std::vector<int> cpus = list_of(mine);
+    if (cpus.size() < 2)
+        GTEST_SKIP() << "this process may use one CPU: the writer has nowhere else to go";
+    Writer w(db_, 1 << 14, 4096, 0, 60000); // bursts of 4096 rows only
+    uint32_t s = w.begin_session(row());
+    ASSERT_TRUE(w.flush());
+    const int tid = w.thread_for_tests();
+    ASSERT_GT(tid, 0);
+    uint64_t pushed = 0;
+    for (int cpu : {cpus.front(), cpus.back(), cpus.front()}) {
+        {
+            PinnedTo on(cpu);
+            for (int i = 0; i < 4096; i++)
+                ASSERT_TRUE(w.push(rec(s, 0x300, static_cast<uint32_t>(pushed++))));
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        while (w.committed() < pushed &&
+               std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20))
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        ASSERT_EQ(w.committed(), pushed) << "the burst was not committed";
+        cpu_set_t want = mine;
+        CPU_CLR(cpu, &want);
+        EXPECT_EQ(list_of(cpus_of(tid)), list_of(want)) << "pushed from CPU " << cpu;
+    }
+}
+
+// A writer that may use one CPU stays on it (a daemon run under taskset):
+// there is no other for it to go to.
+TEST_F(WriterTest, AWriterAllowedOneCpuStaysOnIt) {
+    const int cpu = list_of(cpus_of(0)).front();
+    PinnedTo on(cpu); // the writer's thread inherits it
+    Writer w(db_, 1 << 14, 4096, 0, 60000);
+    uint32_t s = w.begin_session(row());
+    for (uint32_t i = 0; i < 4096; i++)
+        ASSERT_TRUE(w.push(rec(s, 0x300, i)));
+    ASSERT_TRUE(w.flush());
+    EXPECT_EQ(w.committed(), 4096u);
+    EXPECT_EQ(list_of(cpus_of(w.thread_for_tests())), std::vector<int>{cpu});
+}
+
 // The writer's threads carry names, so that top -H, perf and gdb tell them
 // from the thread that serves the guest.
 TEST_F(WriterTest, ItsThreadsAreNamed) {
