@@ -17,7 +17,9 @@ For 1, 2 and 4 vCPUs, in interleaved rounds:
 Each guest vCPU makes ACCESSES trapped OUTs in a row to a port of its own
 (the sim bus with --latency-ns 0, so the bus itself costs ~nothing).  Printed:
 per-access wait p50/p99/p99.9 and throughput, the min and median over the
-rounds, and the ratios on/bare and on/off.  --pin runs every process on CPU
+rounds, and the ratios on/bare and on/off; and, from the trace DB, how many
+recorded accesses waited over 1 ms in each round (a burst of the writer that
+held them shows there).  --pin runs every process on CPU
 0 (taskset): wake-up noise removed, parallelism too.
 
 usage: trap_path.py --bin BUILD_DIR [--accesses N] [--rounds R] [--vcpus 1,2,4] [--pin [--idle-hog]]
@@ -98,11 +100,13 @@ class Sim:
         _, err = d.communicate(timeout=60)
         if d.returncode:
             raise RuntimeError("daemon: " + err)
-        (rows,), = sqlite3.connect(self.db).execute("SELECT count(*) FROM transactions")
+        (rows, slow), = sqlite3.connect(self.db).execute(
+            "SELECT count(*), count(*) FILTER (WHERE t_resume_ns - t_trap_ns > 1000000)"
+            " FROM transactions")
         want = accesses * vcpus if record else 0
         if rows != want:
             raise RuntimeError(f"{rows} rows recorded, {want} expected")
-        return parse(out)
+        return {**parse(out), "slow": slow}
 
     def close(self):
         self.sim.kill()
@@ -171,6 +175,10 @@ def main():
             print(f"{v:>5} {key + ' ' + unit:<12} {med['bare']:>10.0f} {med['off']:>10.0f}"
                   f" {med['on']:>10.0f} {med['on'] / med['bare']:>7.2f}x"
                   f" {med['on'] / med['off']:>6.2f}x   [{lo:.0f}]{hog}")
+    for v in sorted({k[0] for k in res}):
+        print(f"{v:>5} vCPUs: recorded accesses that waited over 1 ms (t_trap_ns to t_resume_ns),"
+              f" per round: {', '.join(str(x['slow']) for x in res[(v, 'on')])}"
+              f" of {a.accesses * v}")
     print(f"load after: {loadavg()}")
 
 
