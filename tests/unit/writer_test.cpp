@@ -572,7 +572,8 @@ TEST_F(WriterTest, ASmallQueueBurstsAtAQuarterFull) {
     EXPECT_EQ(w.committed(), 100u) << "a quarter of the queue did not make a burst";
 }
 
-// The calling thread's CPUs; and a guard that keeps it on one of them.
+// A thread's CPUs (0: the calling thread's) as a set and as a list; and a
+// guard that keeps the calling thread on one CPU while it lives.
 static cpu_set_t cpus_of(int tid) {
     cpu_set_t set;
     CPU_ZERO(&set);
