@@ -696,8 +696,7 @@ bool Writer::pump(bool wait) {
         committed_by_session_.resize(sessions_, 0);
     for (auto& [session, c] : out_counters_) {
         counters_[session] = std::move(c);
-        dirty_.insert(session);
-        dirty_any_.store(true, std::memory_order_seq_cst);
+        mark_dirty(session);
     }
     out_counters_.clear();
     const bool notes = !outbox_.empty();
@@ -782,6 +781,13 @@ void Writer::keep_off_producer() {
     CPU_CLR(cpu, &set);
     if (::sched_setaffinity(0, sizeof(set), &set) == 0)
         off_cpu_ = cpu;
+}
+
+// A session whose counters are to be written (mu_ held); dirty_any_ says
+// so to a writer about to sleep, which does not take the lock.
+void Writer::mark_dirty(uint32_t session) {
+    dirty_.insert(session);
+    dirty_any_.store(true, std::memory_order_seq_cst);
 }
 
 // Records the writer may take now (writer only): those pushed, up to the
@@ -1040,8 +1046,7 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
         for (auto& [ord, c] : counters) {
             if (ord >= rows.size() || !rows[ord]) {
                 std::lock_guard lk(mu_);
-                dirty_.insert(ord); // its row comes with a later note
-                dirty_any_.store(true, std::memory_order_seq_cst);
+                mark_dirty(ord); // its row comes with a later note
                 continue;
             }
             upd.bind(1, rows[ord]);
@@ -1068,8 +1073,7 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
         extracts.clear();
         std::lock_guard lk(mu_);
         for (auto& [ord, c] : counters)
-            dirty_.insert(ord);
-        dirty_any_.store(!dirty_.empty(), std::memory_order_seq_cst);
+            mark_dirty(ord);
         err = e.what();
         return false;
     }

@@ -258,6 +258,7 @@ class Writer {
     // found the lock taken still lands before the records pushed after it.
     std::atomic<uint64_t> outbox_first_{UINT64_MAX};
     std::atomic<bool> dirty_any_{false}; // !dirty_.empty(), for a writer about to sleep
+    void mark_dirty(uint32_t session);   // dirty_ and dirty_any_ together
     std::atomic<bool> stopping_{false};  // stop_, likewise
     uint64_t popped_ = 0;                // writer only
     // Summaries of committed rows not yet written (writer only): see commit().
