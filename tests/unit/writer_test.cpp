@@ -95,6 +95,13 @@ class WriterTest : public ::testing::Test {
         }
         return false;
     }
+    // Waits, without pumping, until n records are committed or timeout
+    // passed.
+    static void wait_committed(Writer& w, uint64_t n, std::chrono::milliseconds timeout) {
+        const auto t0 = std::chrono::steady_clock::now();
+        while (w.committed() < n && std::chrono::steady_clock::now() - t0 < timeout)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     static ExtractRequest extract(uint32_t session, uint16_t first, uint16_t last) {
         ExtractRequest x{session, 7, {}};
         x.msg.first = first;
@@ -467,8 +474,7 @@ TEST_F(WriterTest, AnIdleWriterSleepsUntilARecordComes) {
     EXPECT_LE(sleeps_of(tid) - before, 2) << "the idle writer kept waking";
     const auto t0 = std::chrono::steady_clock::now();
     ASSERT_TRUE(w.push(rec(s, 0x70, 1))); // no pump(): push() tells it
-    while (w.committed() < 1 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5))
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    wait_committed(w, 1, std::chrono::seconds(5));
     EXPECT_EQ(w.committed(), 1u);
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
 }
@@ -532,7 +538,7 @@ TEST_F(WriterTest, RecordsWaitForABurstButNotesFlushesAndCloseDoNot) {
 // session"), and the writer retried the same batch without it forever.
 TEST_F(WriterTest, RecordsDoNotOvertakeANoteInTheOutbox) {
     Writer w(db_, 1024);
-    uint32_t first = w.begin_session(row());
+    w.begin_session(row()); // a first session, whose row is in
     ASSERT_TRUE(w.flush());
     uint32_t s;
     {
@@ -552,7 +558,6 @@ TEST_F(WriterTest, RecordsDoNotOvertakeANoteInTheOutbox) {
     EXPECT_EQ(scalar("SELECT count(*) FROM transactions WHERE session_id = " +
                      std::to_string(w.session_row(s, 0))),
               11);
-    (void)first;
 }
 
 // With a small queue a burst is a quarter of it: records never wait for
@@ -566,9 +571,7 @@ TEST_F(WriterTest, ASmallQueueBurstsAtAQuarterFull) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     EXPECT_EQ(w.committed(), 0u) << "records were committed before their burst";
     ASSERT_TRUE(w.push(rec(s, 0x300, 99)));
-    const auto t0 = std::chrono::steady_clock::now();
-    while (w.committed() < 100 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20))
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    wait_committed(w, 100, std::chrono::seconds(20));
     EXPECT_EQ(w.committed(), 100u) << "a quarter of the queue did not make a burst";
 }
 
@@ -621,10 +624,7 @@ TEST_F(WriterTest, ABurstRunsOffTheCpuOfTheThreadThatServesTheGuest) {
             for (int i = 0; i < 4096; i++)
                 ASSERT_TRUE(w.push(rec(s, 0x300, static_cast<uint32_t>(pushed++))));
         }
-        const auto t0 = std::chrono::steady_clock::now();
-        while (w.committed() < pushed &&
-               std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20))
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        wait_committed(w, pushed, std::chrono::seconds(20));
         ASSERT_EQ(w.committed(), pushed) << "the burst was not committed";
         cpu_set_t want = mine;
         CPU_CLR(cpu, &want);
