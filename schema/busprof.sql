@@ -1,5 +1,5 @@
 -- SPDX-License-Identifier: GPL-2.0-only
--- busprof trace database, schema version 5.
+-- busprof trace database, schema version 6.
 --
 -- One clock for every time in this file: nanoseconds of dom0's
 -- CLOCK_MONOTONIC (Xen TSC values are converted by the daemon).
@@ -65,7 +65,8 @@ CREATE TABLE IF NOT EXISTS transactions (
     task INTEGER,                      -- who made the access: on Xen the guest's page-table base during it (CR3 without its PCID and flag bits), which names the guest process (printf('0x%x', task)); on the simulator the guest thread's id; NULL if Xen gave no stamp
     pcpu INTEGER,                      -- the physical CPU the guest's vCPU ran on when it made the access; NULL if Xen gave no stamp
     pre_trigger INTEGER NOT NULL DEFAULT 0 CHECK (pre_trigger = 0 OR pre_trigger = 1), -- 1: served before recording started and kept by the pre-trigger window (busprof daemon --pre-trigger N): one of the last N accesses before the start
-    status TEXT NOT NULL CHECK (status = 'ok' OR status = 'timeout' OR status = 'error') -- 'ok'; 'timeout': Xen completed the access without the daemon's answer, value is what the guest got (all ones for 'in'), t_bus_* NULL if the daemon then left the bus alone, set if it had already made the access (a late 'out' did reach the device); 'error': refused, no bus access made, value all ones
+    status TEXT NOT NULL CHECK (status = 'ok' OR status = 'timeout' OR status = 'error'), -- 'ok'; 'timeout': Xen completed the access without the daemon's answer, value is what the guest got (all ones for 'in'), t_bus_* NULL if the daemon then left the bus alone, set if it had already made the access (a late 'out' did reach the device); 'error': refused, no bus access made, value all ones
+    storage_overlap INTEGER NOT NULL DEFAULT 0 CHECK (storage_overlap = 0 OR storage_overlap = 1) -- 1: busprof's own storage work (its writer committing rows, or a checkpoint of the WAL) ran at some moment between t_trap_ns and t_resume_ns: where dom0 had no CPU to spare, this access may have waited for it, and its overhead (rarely its bus time) is then partly the profiler's; 0: none ran meanwhile.  Since schema version 6; a file of version 5 gets the column, all 0, when it is next opened for writing
 );
 
 -- Session markers: trap calls (the guest's own, or dom0's for it) and changes of the session state.

@@ -37,7 +37,7 @@ Db Db::open(const std::string& path, bool writable) {
     // busprof's mark in the SQLite header ("BPrf"), and the schema version
     // this busprof writes (PRAGMA user_version; schema/busprof.sql).
     constexpr int64_t kApplicationId = 0x42507266;
-    constexpr int64_t kSchemaVersion = 5;
+    constexpr int64_t kSchemaVersion = 6;
 
     if (path.empty())
         throw UserError("no trace DB path given", "pass --db FILE");
@@ -117,12 +117,23 @@ Db Db::open(const std::string& path, bool writable) {
                 Kind k = identify();
                 check(k);
                 // Tables of an older schema lack columns this one writes.
-                if (k != Kind::empty && db.scalar("PRAGMA user_version") < kSchemaVersion)
+                // Version 5 lacks only transactions.storage_overlap, which
+                // it gets (0 in every row: nothing was known); older ones
+                // lack more and are read only.
+                const int64_t was = db.scalar("PRAGMA user_version");
+                if (k != Kind::empty && was == 5) {
+                    db.exec("ALTER TABLE transactions ADD COLUMN storage_overlap INTEGER NOT NULL"
+                            " DEFAULT 0 CHECK (storage_overlap = 0 OR storage_overlap = 1)");
+                    db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
+                    db.exec("UPDATE meta SET value = '" + std::to_string(kSchemaVersion) +
+                            "' WHERE key = 'schema_version'");
+                } else if (k != Kind::empty && was < kSchemaVersion) {
                     throw UserError("trace DB " + path + " has schema version " +
-                                        std::to_string(db.scalar("PRAGMA user_version")) +
+                                        std::to_string(was) +
                                         " of an older busprof; this one writes version " +
                                         std::to_string(kSchemaVersion),
                                     "record into a new --db file; busprof still reads this one");
+                }
                 db.exec(kSchemaSql);
                 db.exec("PRAGMA application_id = " + std::to_string(kApplicationId));
                 if (k == Kind::empty)
@@ -460,19 +471,20 @@ bool set_nice(int tid, int nice) {
 
 // The transactions INSERT of n rows, and the binding of one of them at
 // parameter base + 1 ... base + kInsertColumns.
-constexpr int kInsertColumns = 17;
+constexpr int kInsertColumns = 18;
 constexpr size_t kRowsPerInsert = 32;
 
 std::string insert_sql(size_t n) {
     std::string sql = "INSERT INTO transactions (session_id, domid, vcpu, rip, port, size, dir,"
                       " value, t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns, status,"
-                      " clock_skewed, pre_trigger, task, pcpu) VALUES ";
+                      " clock_skewed, pre_trigger, task, pcpu, storage_overlap) VALUES ";
     for (size_t i = 0; i < n; i++)
-        sql += i ? ",(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)" : "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+        sql +=
+            i ? ",(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)" : "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
     return sql;
 }
 
-void bind_record(sqlite3_stmt* s, int base, const Record& r, int64_t session_row) {
+void bind_record(sqlite3_stmt* s, int base, const Record& r, int64_t session_row, bool overlap) {
     auto i64 = [&](int i, int64_t v) { sqlite3_bind_int64(s, base + i, v); };
     auto ns = [&](int i, uint64_t v) {
         v ? sqlite3_bind_int64(s, base + i, static_cast<int64_t>(v))
@@ -500,12 +512,55 @@ void bind_record(sqlite3_stmt* s, int base, const Record& r, int64_t session_row
         sqlite3_bind_null(s, base + 16);
         sqlite3_bind_null(s, base + 17);
     }
+    i64(18, overlap ? 1 : 0);
 }
 
 } // namespace
 
-Checkpointer::Checkpointer(const std::string& path, sqlite3* writer, int nice)
-    : path_(path), writer_(writer) {
+void StorageBusy::ran(uint64_t begin_ns, uint64_t end_ns) {
+    std::lock_guard lk(mu_);
+    runs_.emplace_back(begin_ns, end_ns);
+    if (runs_.size() > kKept)
+        runs_.pop_front();
+}
+
+void StorageBusy::running(uint64_t since_ns) {
+    std::lock_guard lk(mu_);
+    running_ = since_ns;
+}
+
+std::vector<StorageBusy::Run> StorageBusy::since(uint64_t from_ns) const {
+    std::vector<Run> v;
+    {
+        std::lock_guard lk(mu_);
+        // In the order they ended: the ones wanted are at the back.
+        for (auto it = runs_.rbegin(); it != runs_.rend() && it->second >= from_ns; ++it)
+            v.push_back(*it);
+        if (running_)
+            v.emplace_back(running_, UINT64_MAX);
+    }
+    std::sort(v.begin(), v.end());
+    std::vector<Run> merged;
+    for (const Run& r : v) {
+        if (!merged.empty() && r.first <= merged.back().second)
+            merged.back().second = std::max(merged.back().second, r.second);
+        else
+            merged.push_back(r);
+    }
+    return merged;
+}
+
+bool StorageBusy::overlaps(const std::vector<Run>& runs, uint64_t a, uint64_t b) {
+    if (a > b)
+        std::swap(a, b);
+    // The last run that began by b; the ones before it ended before it began.
+    auto it = std::upper_bound(runs.begin(), runs.end(), b,
+                               [](uint64_t t, const Run& r) { return t < r.first; });
+    return it != runs.begin() && std::prev(it)->second >= a;
+}
+
+Checkpointer::Checkpointer(const std::string& path, sqlite3* writer, int nice, StorageBusy* busy)
+    : path_(path), writer_(writer), busy_(busy) {
     // Replaces SQLite's automatic checkpoint on the writer's connection.
     sqlite3_wal_hook(writer_, &Checkpointer::on_wal, this);
     // Named (for top -H, perf and gdb) and at its priority before the
@@ -566,7 +621,11 @@ void Checkpointer::run() {
         }
         // PASSIVE: copies what no reader still needs and waits for nobody;
         // the writer appends meanwhile.
+        const uint64_t begin = now_ns();
+        busy_->running(begin);
         (void)sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+        busy_->ran(begin, now_ns());
+        busy_->running(0);
         done_++;
     }
     sqlite3_close(db);
@@ -575,8 +634,8 @@ void Checkpointer::run() {
 Writer::Writer(const std::string& path, size_t queue_capacity, size_t note_capacity, int nice,
                int burst_ms)
     : path_(path), db_(Db::open(path, true)),
-      checkpointer_(std::make_unique<Checkpointer>(path, db_.get(), nice)), queue_(queue_capacity),
-      note_capacity_(note_capacity), nice_(nice), burst_ms_(burst_ms),
+      checkpointer_(std::make_unique<Checkpointer>(path, db_.get(), nice, &busy_)),
+      queue_(queue_capacity), note_capacity_(note_capacity), nice_(nice), burst_ms_(burst_ms),
       burst_rows_(std::clamp<size_t>(queue_capacity / 4, 1, kBurstRows)),
       pending_(std::make_unique<Summaries>()) {
     // A WAL that grew while the checkpointer lagged goes back to this size
@@ -982,6 +1041,14 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
                                 [](auto& c) { return c.second.state == "stopped"; });
     try {
         db_.exec("BEGIN IMMEDIATE");
+        // The work begins once the DB's lock is had (waiting for it is
+        // sleep). Every record here was pushed, so its access ended, before
+        // this commit began: what it may have met is older storage work.
+        busy_begin_ = now_ns();
+        uint64_t first_trap = UINT64_MAX;
+        for (const Record& r : w.records)
+            first_trap = std::min(first_trap, std::min(r.t_trap_ns, r.t_resume_ns));
+        const std::vector<StorageBusy::Run> busy = busy_.since(first_trap);
         // Rows go in kRowsPerInsert at a time, one statement each: a
         // VALUES list of many rows runs the statement's set-up (cursor,
         // constraints' program) once for all of them.  Both are prepared
@@ -1004,7 +1071,9 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
                     const Record& r = w.records[next];
                     uint32_t ord = static_cast<uint32_t>(r.session_id);
                     int64_t row = row_of(ord, rows);
-                    bind_record(ins.get(), static_cast<int>(k * kInsertColumns), r, row);
+                    bind_record(ins.get(), static_cast<int>(k * kInsertColumns), r, row,
+                                !busy.empty() &&
+                                    StorageBusy::overlaps(busy, r.t_trap_ns, r.t_resume_ns));
                     per_session[ord]++;
                     summaries.add(row, r);
                 }
@@ -1267,6 +1336,7 @@ void Writer::run() {
         if (commit(w, extracts, err)) {
             for (auto& r : extracts)
                 answer(r, true);
+            busy_.ran(busy_begin_, now_ns());
             if (failing_since) {
                 // Space is back (or the lock went): say what happened, in the DB.
                 std::string what = "the trace DB could not be written for " +

@@ -100,6 +100,31 @@ struct ExtractResult {
 
 class Summaries;
 
+// When busprof's own storage work ran on dom0: the writer's commits (from
+// BEGIN to the last extract answered) and the checkpoints of the WAL.  A
+// record whose access was in flight at some moment of one of them is
+// marked (transactions.storage_overlap): where dom0 has no CPU to spare,
+// it may have waited for that work.  Any thread.
+class StorageBusy {
+  public:
+    using Run = std::pair<uint64_t, uint64_t>; // [begin, end] in CLOCK_MONOTONIC ns
+    // Runs kept: an access that began before the oldest of them is judged
+    // against those kept only.
+    static constexpr size_t kKept = 4096;
+    void ran(uint64_t begin_ns, uint64_t end_ns); // a run that ended
+    void running(uint64_t since_ns);              // one still going (0: none); one at a time
+    // The runs that ended at or after from_ns, and the one still going
+    // (ending at UINT64_MAX), merged: sorted, disjoint.
+    std::vector<Run> since(uint64_t from_ns) const;
+    // Whether [a, b] meets one of runs (as since() returns them).
+    static bool overlaps(const std::vector<Run>& runs, uint64_t a, uint64_t b);
+
+  private:
+    mutable std::mutex mu_;
+    std::deque<Run> runs_; // in the order they ended
+    uint64_t running_ = 0;
+};
+
 // Checkpoints the writer's WAL on a thread and connection of its own, so
 // that the writer only appends: copying the WAL's pages into the DB and
 // the fsyncs that go with it (SQLite's automatic checkpoint, otherwise run
@@ -111,7 +136,7 @@ class Checkpointer {
   public:
     static constexpr int kAskPages = 1024;
     static constexpr int kOwnPages = 8192;
-    Checkpointer(const std::string& path, sqlite3* writer, int nice);
+    Checkpointer(const std::string& path, sqlite3* writer, int nice, StorageBusy* busy);
     ~Checkpointer();
     Checkpointer(const Checkpointer&) = delete;
     uint64_t done() const { return done_.load(); } // checkpoints run (for tests)
@@ -122,6 +147,7 @@ class Checkpointer {
 
     std::string path_;
     sqlite3* writer_;
+    StorageBusy* busy_;
     std::mutex mu_;
     std::condition_variable cv_;
     bool asked_ = false, stop_ = false;
@@ -219,6 +245,8 @@ class Writer {
 
     std::string path_;
     Db db_;
+    StorageBusy busy_;        // outlives the checkpointer, which writes to it
+    uint64_t busy_begin_ = 0; // writer only: when the commit under way began its work
     std::unique_ptr<Checkpointer> checkpointer_;     // before db_ closes, it has
     std::unique_ptr<Stmt> insert_one_, insert_many_; // the writer's, finalized before db_ closes
     SpscQueue<Record> queue_;

@@ -2,9 +2,11 @@
 // Db::open (dom0-tool/src/db.cpp) on files that are not busprof's.
 #include "db.h"
 #include "error.h"
+#include "schema_sql.h"
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -64,8 +66,8 @@ TEST_F(DbIdentity, ANewDbIsMarkedAsBusprofsWithItsSchemaVersion) {
     std::string f = path("new.db");
     Db::open(f, true);
     EXPECT_EQ(number(f, "PRAGMA application_id"), 0x42507266);
-    EXPECT_EQ(number(f, "PRAGMA user_version"), 5);
-    EXPECT_EQ(number(f, "SELECT value FROM meta WHERE key = 'schema_version'"), 5);
+    EXPECT_EQ(number(f, "PRAGMA user_version"), 6);
+    EXPECT_EQ(number(f, "SELECT value FROM meta WHERE key = 'schema_version'"), 6);
     EXPECT_EQ(refusal(f, false), "");
     EXPECT_EQ(refusal(f, true), "");
 }
@@ -100,12 +102,71 @@ TEST_F(DbIdentity, ADbMarkedByAnotherApplicationIsRefused) {
 TEST_F(DbIdentity, ANewerSchemaVersionIsRefused) {
     std::string f = path("newer.db");
     Db::open(f, true);
-    sql(f, "PRAGMA user_version = 6");
-    EXPECT_NE(refusal(f, true).find("schema version 6"), std::string::npos);
-    EXPECT_NE(refusal(f, false).find("schema version 6"), std::string::npos);
+    sql(f, "PRAGMA user_version = 7");
+    EXPECT_NE(refusal(f, true).find("schema version 7"), std::string::npos);
+    EXPECT_NE(refusal(f, false).find("schema version 7"), std::string::npos);
 }
 
-// Read as it is; not written to: its tables lack the columns of schema 5.
+// A version 5 file lacks only transactions.storage_overlap: opened for
+// writing it gets the column, 0 in the rows it has (nothing was known of
+// them), and is then a file of version 6 like a new one.
+TEST_F(DbIdentity, ADbOfSchemaVersion5GetsTheStorageColumnWhenOpenedForWriting) {
+    std::string fresh = path("v6.db"), f = path("v5.db");
+    Db::open(fresh, true);
+    // Version 5's schema: this one without the column (SQLite's DROP
+    // COLUMN cannot take the last column off this text: its comment).
+    std::string v5 = kSchemaSql;
+    size_t line = v5.find("\n    storage_overlap ");
+    ASSERT_NE(line, std::string::npos);
+    v5.erase(line, v5.find('\n', line + 1) - line);
+    size_t comma = v5.find("status = 'error'), --");
+    ASSERT_NE(comma, std::string::npos);
+    v5.erase(comma + std::strlen("status = 'error')"), 1);
+    sql(f,
+        v5 +
+            "; PRAGMA application_id = 1112568422; PRAGMA user_version = 5;"
+            "INSERT INTO meta VALUES ('schema_version', '5'), ('created_by', 'busprof');"
+            "INSERT INTO sessions (domid, domain_name, backend, bus, state, start_trigger,"
+            " stop_trigger, created_ns) VALUES (1, 'g', 'sim', 'sim', 'stopped', 'x', 'x', 0);"
+            "INSERT INTO transactions (session_id, domid, vcpu, rip, port, size, dir, value,"
+            " t_trap_ns, t_resume_ns, status) VALUES (1, 1, 0, 0, 128, 1, 'out', 7, 10, 20, 'ok')");
+    ASSERT_EQ(number(f, "SELECT count(*) FROM pragma_table_info('transactions')"
+                        " WHERE name = 'storage_overlap'"),
+              0);
+    EXPECT_EQ(refusal(f, false), ""); // read as it is
+    EXPECT_EQ(number(f, "PRAGMA user_version"), 5);
+
+    EXPECT_EQ(refusal(f, true), "");
+    EXPECT_EQ(number(f, "PRAGMA user_version"), 6);
+    EXPECT_EQ(number(f, "SELECT value FROM meta WHERE key = 'schema_version'"), 6);
+    EXPECT_EQ(number(f, "SELECT storage_overlap FROM transactions WHERE value = 7"), 0);
+    // The same columns, in the same order, with the same types and defaults.
+    const std::string cols = "SELECT group_concat(name || ' ' || type || ' ' || \"notnull\" ||"
+                             " ' ' || coalesce(dflt_value, '-'), ', ')"
+                             " FROM pragma_table_info('transactions')";
+    auto text = [](const std::string& file, const std::string& q) {
+        sqlite3* db = nullptr;
+        sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+        sqlite3_stmt* st = nullptr;
+        sqlite3_prepare_v2(db, q.c_str(), -1, &st, nullptr);
+        std::string v = sqlite3_step(st) == SQLITE_ROW
+                            ? reinterpret_cast<const char*>(sqlite3_column_text(st, 0))
+                            : "";
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+        return v;
+    };
+    EXPECT_EQ(text(f, cols), text(fresh, cols));
+    // Its CHECK holds as in a new file.
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(f.c_str(), &db), SQLITE_OK);
+    EXPECT_EQ(
+        sqlite3_exec(db, "UPDATE transactions SET storage_overlap = 2", nullptr, nullptr, nullptr),
+        SQLITE_CONSTRAINT);
+    sqlite3_close(db);
+}
+
+// Read as it is; not written to: its tables lack the columns of schema 6.
 TEST_F(DbIdentity, ADbOfAnOlderSchemaIsReadButNotWritten) {
     std::string f = path("unmarked.db");
     sql(f, "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // The writer thread: order of notes among records, extract answers,
 // counters, storage failures, and sessions left behind.
+#include "clock.h"
 #include "db.h"
 
 #include <gtest/gtest.h>
@@ -764,6 +765,76 @@ TEST_F(WriterTest, TheWalIsCheckpointedOffTheWritersConnection) {
               0);
 }
 
+// Runs of storage work as the writer judges records against them: merged
+// into disjoint runs, the one still going open-ended, the oldest forgotten
+// past kKept.
+TEST(StorageBusyTest, RunsMergeAndAnAccessThatMeetsOneOverlaps) {
+    StorageBusy b;
+    b.ran(100, 200);
+    b.ran(150, 300); // a checkpoint beside a commit
+    b.ran(500, 600);
+    auto runs = b.since(0);
+    ASSERT_EQ(runs.size(), 2u);
+    EXPECT_EQ(runs[0], StorageBusy::Run(100, 300));
+    EXPECT_EQ(runs[1], StorageBusy::Run(500, 600));
+    EXPECT_FALSE(StorageBusy::overlaps(runs, 10, 99));
+    EXPECT_TRUE(StorageBusy::overlaps(runs, 10, 100));   // ends as a run begins
+    EXPECT_TRUE(StorageBusy::overlaps(runs, 120, 130));  // inside one
+    EXPECT_TRUE(StorageBusy::overlaps(runs, 50, 700));   // around both
+    EXPECT_TRUE(StorageBusy::overlaps(runs, 300, 301));  // begins as one ends
+    EXPECT_FALSE(StorageBusy::overlaps(runs, 301, 499)); // between them
+    EXPECT_FALSE(StorageBusy::overlaps(runs, 601, 900));
+    EXPECT_TRUE(StorageBusy::overlaps(runs, 560, 520)); // stamps in the wrong order
+    // Runs that ended before from_ns are left out.
+    EXPECT_EQ(b.since(301).size(), 1u);
+    EXPECT_TRUE(b.since(601).empty());
+    // One still going counts until it ends.
+    b.running(1000);
+    runs = b.since(601);
+    ASSERT_EQ(runs.size(), 1u);
+    EXPECT_TRUE(StorageBusy::overlaps(runs, 5000, 6000));
+    EXPECT_FALSE(StorageBusy::overlaps(runs, 700, 999));
+    b.ran(1000, 1100);
+    b.running(0);
+    runs = b.since(601);
+    ASSERT_EQ(runs.size(), 1u);
+    EXPECT_EQ(runs[0], StorageBusy::Run(1000, 1100));
+    // Bounded: the oldest go.
+    for (uint64_t i = 0; i < StorageBusy::kKept; i++)
+        b.ran(2000 + 10 * i, 2005 + 10 * i);
+    runs = b.since(0);
+    EXPECT_EQ(runs.size(), StorageBusy::kKept);
+    EXPECT_EQ(runs.front(), StorageBusy::Run(2000, 2005));
+}
+
+// transactions.storage_overlap: a record whose access was in flight while
+// the writer committed is marked, those before and after it are not.
+TEST_F(WriterTest, AnAccessInFlightWhileTheWriterCommittedIsMarked) {
+    Writer w(db_, 64);
+    uint32_t s = w.begin_session(row());
+    ASSERT_TRUE(w.flush()); // the session's row: a commit, long before t0
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const uint64_t t0 = now_ns();
+    auto at = [&](uint32_t value, uint64_t trap, uint64_t resume) {
+        Record r = rec(s, 0x70, value);
+        r.t_trap_ns = trap;
+        r.t_bus_begin_ns = trap + (resume - trap) / 3;
+        r.t_bus_end_ns = trap + 2 * (resume - trap) / 3;
+        r.t_resume_ns = resume;
+        return r;
+    };
+    // Ended in the quiet 20 ms above.
+    ASSERT_TRUE(w.push(at(1, t0 - 5000000, t0 - 1000000)));
+    ASSERT_TRUE(w.flush()); // a commit, between t0 and t1
+    const uint64_t t1 = now_ns();
+    ASSERT_TRUE(w.push(at(2, t0, t1)));         // in flight all along
+    ASSERT_TRUE(w.push(at(3, t1 + 1, t1 + 2))); // after it
+    ASSERT_TRUE(w.flush());
+    EXPECT_EQ(scalar("SELECT storage_overlap FROM transactions WHERE value = 1"), 0);
+    EXPECT_EQ(scalar("SELECT storage_overlap FROM transactions WHERE value = 2"), 1);
+    EXPECT_EQ(scalar("SELECT storage_overlap FROM transactions WHERE value = 3"), 0);
+}
+
 // A file made before keeps its page size (SQLite cannot change it in WAL
 // mode) and the index it has.
 TEST_F(WriterTest, AnOlderFileKeepsItsPageSizeAndIndex) {
@@ -772,7 +843,7 @@ TEST_F(WriterTest, AnOlderFileKeepsItsPageSizeAndIndex) {
         ASSERT_EQ(sqlite3_open(db_.c_str(), &raw), SQLITE_OK);
         // As an older busprof left it (before it marked its files).
         ASSERT_EQ(sqlite3_exec(raw,
-                               "PRAGMA page_size = 4096; PRAGMA user_version = 5;"
+                               "PRAGMA page_size = 4096; PRAGMA user_version = 6;"
                                " CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
                                " INSERT INTO meta VALUES ('created_by', 'busprof')",
                                nullptr, nullptr, nullptr),
