@@ -19,7 +19,9 @@ Each guest vCPU makes ACCESSES trapped OUTs in a row to a port of its own
 per-access wait p50/p99/p99.9 and throughput, the min and median over the
 rounds, and the ratios on/bare and on/off; and, from the trace DB, how many
 recorded accesses waited over 1 ms in each round (a burst of the writer that
-held them shows there).  --pin runs every process on CPU
+held them shows there), how many of the rows are marked storage_overlap (in
+flight while the writer committed or a checkpoint ran), and the p99.9 of the
+trap-to-resume time of all rows and of the unmarked ones.  --pin runs every process on CPU
 0 (taskset): wake-up noise removed, parallelism too.
 
 usage: trap_path.py --bin BUILD_DIR [--accesses N] [--rounds R] [--vcpus 1,2,4] [--pin [--idle-hog]]
@@ -100,18 +102,28 @@ class Sim:
         _, err = d.communicate(timeout=60)
         if d.returncode:
             raise RuntimeError("daemon: " + err)
-        (rows, slow), = sqlite3.connect(self.db).execute(
-            "SELECT count(*), count(*) FILTER (WHERE t_resume_ns - t_trap_ns > 1000000)"
-            " FROM transactions")
+        waits = {0: [], 1: []}  # trap to resume, by storage_overlap
+        for w, o in sqlite3.connect(self.db).execute(
+                "SELECT t_resume_ns - t_trap_ns, storage_overlap FROM transactions"):
+            waits[o].append(w)
+        rows = len(waits[0]) + len(waits[1])
         want = accesses * vcpus if record else 0
         if rows != want:
             raise RuntimeError(f"{rows} rows recorded, {want} expected")
-        return {**parse(out), "slow": slow}
+        slow = {o: sum(w > 1000000 for w in waits[o]) for o in waits}
+        return {**parse(out), "slow": slow[0] + slow[1], "slow_marked": slow[1],
+                "marked": len(waits[1]), "db_p999": p999(waits[0] + waits[1]),
+                "db_p999_unmarked": p999(waits[0])}
 
     def close(self):
         self.sim.kill()
         self.sim.wait()
         self.tmp.cleanup()
+
+
+def p999(v):
+    v = sorted(v)
+    return v[len(v) * 999 // 1000] if v else 0
 
 
 def loadavg():
@@ -178,7 +190,14 @@ def main():
     for v in sorted({k[0] for k in res}):
         print(f"{v:>5} vCPUs: recorded accesses that waited over 1 ms (t_trap_ns to t_resume_ns),"
               f" per round: {', '.join(str(x['slow']) for x in res[(v, 'on')])}"
-              f" of {a.accesses * v}")
+              f" of {a.accesses * v}; of them marked storage_overlap:"
+              f" {', '.join(str(x['slow_marked']) for x in res[(v, 'on')])}")
+        on = res[(v, "on")]
+        print(f"{v:>5} vCPUs: marked storage_overlap per round:"
+              f" {', '.join(str(x['marked']) for x in on)};"
+              f" p99.9 of t_trap_ns to t_resume_ns, all rows / unmarked rows (median):"
+              f" {statistics.median(x['db_p999'] for x in on):.0f} /"
+              f" {statistics.median(x['db_p999_unmarked'] for x in on):.0f} ns")
     print(f"load after: {loadavg()}")
 
 

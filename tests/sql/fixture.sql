@@ -115,3 +115,7 @@ VALUES
     -- the device hung for 1.5 s; Xen completed the read after 1000 ms with all
     -- ones.  The daemon never saw the resume stamp: t_resume = t_bus_end.
     (32, 2, 5, 2, 0xffffffffc0a0204c, 0x3ff, 1, 'in',  0xff, 5000370000, 5000373500, 6500373500, 6500373500, 'timeout', 0, 0x2b7e000, 3);
+
+-- Session 1: the daemon's writer committed from 1171000 to 1184000 ns, while
+-- vCPU 0's accesses 11 and 12 were in flight.
+UPDATE transactions SET storage_overlap = 1 WHERE id IN (11, 12);
