@@ -1188,7 +1188,8 @@ void Writer::answer(const ExtractRequest& r, bool db_ok) {
             res.snapshot = static_cast<uint64_t>(snapshot);
             Stmt q(db_.get(), std::string("SELECT id, rip, t_trap_ns, t_bus_begin_ns, t_bus_end_ns,"
                                           " t_resume_ns, value, port, vcpu, size, dir, status,"
-                                          " clock_skewed, pre_trigger, task, pcpu") +
+                                          " clock_skewed, pre_trigger, task, pcpu,"
+                                          " storage_overlap") +
                                   where + " ORDER BY id LIMIT ?6 OFFSET ?7");
             q.bind(1, session).bind(2, r.domid).bind(3, m.first).bind(4, m.last);
             q.bind(5, snapshot).bind(6, m.nr).bind(7, static_cast<int64_t>(m.offset));
@@ -1211,7 +1212,8 @@ void Writer::answer(const ExtractRequest& r, bool db_ok) {
                 x.status = status_from_name(
                     reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 11)));
                 x.flags = (col(12) ? XEN_BUSPROF_RECORD_CLOCK_SKEWED : 0) |
-                          (col(13) ? XEN_BUSPROF_RECORD_PRE_TRIGGER : 0);
+                          (col(13) ? XEN_BUSPROF_RECORD_PRE_TRIGGER : 0) |
+                          (col(16) ? XEN_BUSPROF_RECORD_STORAGE_OVERLAP : 0);
                 // task and pcpu come together with Xen's stamp, or not at all.
                 if (sqlite3_column_type(q.get(), 14) != SQLITE_NULL &&
                     sqlite3_column_type(q.get(), 15) != SQLITE_NULL) {

@@ -35,6 +35,7 @@ static_assert(offsetof(struct bp_record, value) ==
 static_assert(BP_RECORD_CLOCK_SKEWED == XEN_BUSPROF_RECORD_CLOCK_SKEWED &&
 	      BP_RECORD_PRE_TRIGGER == XEN_BUSPROF_RECORD_PRE_TRIGGER &&
 	      BP_RECORD_WHO == XEN_BUSPROF_RECORD_WHO &&
+	      BP_RECORD_STORAGE_OVERLAP == XEN_BUSPROF_RECORD_STORAGE_OVERLAP &&
 	      BP_DIR_IN == XEN_BUSPROF_DIR_IN &&
 	      BP_STATUS_OK == XEN_BUSPROF_STATUS_OK,
 	      "busprof_kernel.h must match public/busprof.h");

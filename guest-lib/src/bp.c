@@ -36,7 +36,8 @@ _Static_assert(offsetof(struct bp_record, status) ==
                "bp_record must match xen_busprof_record_ext");
 _Static_assert(BP_RECORD_CLOCK_SKEWED == XEN_BUSPROF_RECORD_CLOCK_SKEWED &&
                BP_RECORD_PRE_TRIGGER == XEN_BUSPROF_RECORD_PRE_TRIGGER &&
-               BP_RECORD_WHO == XEN_BUSPROF_RECORD_WHO,
+               BP_RECORD_WHO == XEN_BUSPROF_RECORD_WHO &&
+               BP_RECORD_STORAGE_OVERLAP == XEN_BUSPROF_RECORD_STORAGE_OVERLAP,
                "bp_record must match xen_busprof_record");
 _Static_assert(BP_INTERFACE_VERSION == XEN_BUSPROF_INTERFACE_VERSION,
                "busprof.h describes another interface than public/busprof.h");

@@ -454,7 +454,9 @@ TEST_F(DaemonTest, TheWriterAnswersAnExtractNotTheIoreqThread) {
     EXPECT_EQ(seen.bytes, 3 * sizeof(xen_busprof_record_ext));
     for (uint32_t i = 0; i < 3; i++) {
         EXPECT_EQ(seen.recs[i].rec.value, 0x10 + i);
-        EXPECT_EQ(seen.recs[i].rec.flags, XEN_BUSPROF_RECORD_WHO);
+        // The mark of storage work depends on when the writer ran.
+        EXPECT_EQ(seen.recs[i].rec.flags & ~XEN_BUSPROF_RECORD_STORAGE_OVERLAP,
+                  XEN_BUSPROF_RECORD_WHO);
         EXPECT_EQ(seen.recs[i].task, 4242u); // FakeChannel::send's who[]
     }
 }

@@ -808,9 +808,12 @@ TEST(StorageBusyTest, RunsMergeAndAnAccessThatMeetsOneOverlaps) {
 }
 
 // transactions.storage_overlap: a record whose access was in flight while
-// the writer committed is marked, those before and after it are not.
+// the writer committed is marked, those before and after it are not; the
+// guest's extract gets the mark as XEN_BUSPROF_RECORD_STORAGE_OVERLAP.
 TEST_F(WriterTest, AnAccessInFlightWhileTheWriterCommittedIsMarked) {
     Writer w(db_, 64);
+    std::promise<ExtractResult> got;
+    w.on_extract([&](const ExtractRequest&, ExtractResult& r) { got.set_value(r); });
     uint32_t s = w.begin_session(row());
     ASSERT_TRUE(w.flush()); // the session's row: a commit, long before t0
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -833,6 +836,14 @@ TEST_F(WriterTest, AnAccessInFlightWhileTheWriterCommittedIsMarked) {
     EXPECT_EQ(scalar("SELECT storage_overlap FROM transactions WHERE value = 1"), 0);
     EXPECT_EQ(scalar("SELECT storage_overlap FROM transactions WHERE value = 2"), 1);
     EXPECT_EQ(scalar("SELECT storage_overlap FROM transactions WHERE value = 3"), 0);
+    w.request_extract(extract(s, 0x70, 0x70));
+    auto f = got.get_future();
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    ExtractResult r = f.get();
+    ASSERT_EQ(r.records.size(), 3u);
+    for (const auto& e : r.records)
+        EXPECT_EQ((e.rec.flags & XEN_BUSPROF_RECORD_STORAGE_OVERLAP) != 0, e.rec.value == 2)
+            << "value " << e.rec.value;
 }
 
 // A file made before keeps its page size (SQLite cannot change it in WAL

@@ -54,6 +54,11 @@ typedef struct bp_handle bp_handle;
  * Without it they are 0: the profiler had no stamp of it, or the
  * hypervisor is older than interface 1.2 (bp_interface_version). */
 #define BP_RECORD_WHO         0x04
+/* The access was in flight while the profiler's own storage work ran (a
+ * commit of its trace, a checkpoint): where dom0 had no CPU to spare it may
+ * have waited for the profiler (transactions.storage_overlap).  A profiler
+ * that does not mark accesses never sets it. */
+#define BP_RECORD_STORAGE_OVERLAP 0x08
 
 /*
  * The busprof hypervisor interface this header describes

@@ -56,6 +56,9 @@ extern "C" {
 /* task and pcpu say who made the access; without it they are 0 (no stamp,
  * or a Xen older than interface 1.2). */
 #define BP_RECORD_WHO 0x04
+/* In flight while the profiler's storage work ran: it may have waited for
+ * the profiler (transactions.storage_overlap). */
+#define BP_RECORD_STORAGE_OVERLAP 0x08
 
 /*
  * One transaction: the layout of struct xen_busprof_record_ext and of

@@ -95,6 +95,14 @@
  * profiler's trace has no stamp of it, or it came from an older Xen).
  */
 #define XEN_BUSPROF_RECORD_WHO            (1u << 2)
+/*
+ * STORAGE_OVERLAP: set by the profiler, passed through by Xen: the access was
+ * in flight (trap to resume) while the profiler's own storage work ran (a
+ * commit of its trace, a checkpoint), and where dom0 had no CPU to spare it
+ * may have waited for that work.  A profiler that does not mark accesses
+ * never sets it.
+ */
+#define XEN_BUSPROF_RECORD_STORAGE_OVERLAP (1u << 3)
 
 /* One transaction as handed back to the guest by XEN_BUSPROF_extract. */
 struct xen_busprof_record {
