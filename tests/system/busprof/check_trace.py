@@ -155,13 +155,14 @@ def print_relative(rows):
     """The per-guest-type table of busprof beside a plain ioreq server."""
     print("busprof beside a plain ioreq server (busprof-relative; round trips the guest"
           " measured, ns; overhead = busprof's round trip - its bus time;"
-          " ratio = overhead / the plain round trip):")
+          " ratio = overhead / the plain round trip; marked: reads in flight during busprof's"
+          " storage work, and the p99 ratio without them):")
     if not rows:
         print("  (no BUSPROF-RELATIVE line)")
         return
     print(f"  {'guest':<6} {'baseline':<8} {'port':>6} {'n':>5} {'plain p50/p99':>17}"
           f" {'busprof p50/p99':>17} {'bus p50/p99':>17} {'overhead p50/p99':>17}"
-          f" {'ratio p50/p99':>13} {'clock':>6} {'status'}")
+          f" {'ratio p50/p99':>13} {'clock':>6} {'marked':>6} {'p99 unmarked':>12} {'status'}")
     for r in rows:
         pair = lambda a, b: f"{r.get(a, '-')}/{r.get(b, '-')}"
         print(f"  {r['guest']:<6} {r['baseline']:<8} {r.get('port', '-'):>6} {r.get('n', '-'):>5}"
@@ -170,6 +171,7 @@ def print_relative(rows):
               f" {pair('bus_p50_ns', 'bus_p99_ns'):>17}"
               f" {pair('overhead_p50_ns', 'overhead_p99_ns'):>17}"
               f" {pair('ratio_p50', 'ratio_p99'):>13} {r.get('clock_p50_ns', '-'):>6}"
+              f" {r.get('marked', '-'):>6} {r.get('ratio_p99_unmarked', '-'):>12}"
               f" {r['status']}")
 
 
