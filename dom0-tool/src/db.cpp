@@ -517,6 +517,33 @@ void bind_record(sqlite3_stmt* s, int base, const Record& r, int64_t session_row
 
 } // namespace
 
+void AccessGate::leave() {
+    inside_.store(0, std::memory_order_seq_cst);
+    if (waiters_.load(std::memory_order_seq_cst))
+        futex_wake(inside_);
+}
+
+// A waiter is counted before it looks at inside_ in the futex: a leave()
+// between the two either sees the count and wakes it, or comes before the
+// futex's look, which then does not sleep.
+bool AccessGate::wait_outside(int64_t timeout_ns) {
+    if (!inside_.load(std::memory_order_seq_cst))
+        return true;
+    const uint64_t until = now_ns() + static_cast<uint64_t>(timeout_ns);
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    bool out = true;
+    while (inside_.load(std::memory_order_seq_cst)) {
+        const uint64_t now = now_ns();
+        if (now >= until) {
+            out = false;
+            break;
+        }
+        futex_wait(inside_, 1, static_cast<int64_t>(until - now));
+    }
+    waiters_.fetch_sub(1, std::memory_order_seq_cst);
+    return out;
+}
+
 void StorageBusy::ran(uint64_t begin_ns, uint64_t end_ns) {
     std::lock_guard lk(mu_);
     runs_.emplace_back(begin_ns, end_ns);
@@ -559,8 +586,9 @@ bool StorageBusy::overlaps(const std::vector<Run>& runs, uint64_t a, uint64_t b)
     return it != runs.begin() && std::prev(it)->second >= a;
 }
 
-Checkpointer::Checkpointer(const std::string& path, sqlite3* writer, int nice, StorageBusy* busy)
-    : path_(path), writer_(writer), busy_(busy) {
+Checkpointer::Checkpointer(const std::string& path, sqlite3* writer, int nice, StorageBusy* busy,
+                           AccessGate* gate)
+    : path_(path), writer_(writer), busy_(busy), gate_(gate) {
     // Replaces SQLite's automatic checkpoint on the writer's connection.
     sqlite3_wal_hook(writer_, &Checkpointer::on_wal, this);
     // Named (for top -H, perf and gdb) and at its priority before the
@@ -621,6 +649,7 @@ void Checkpointer::run() {
         }
         // PASSIVE: copies what no reader still needs and waits for nobody;
         // the writer appends meanwhile.
+        (void)gate_->wait_outside(AccessGate::kMaxWaitNs);
         const uint64_t begin = now_ns();
         busy_->running(begin);
         (void)sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
@@ -634,7 +663,7 @@ void Checkpointer::run() {
 Writer::Writer(const std::string& path, size_t queue_capacity, size_t note_capacity, int nice,
                int burst_ms)
     : path_(path), db_(Db::open(path, true)),
-      checkpointer_(std::make_unique<Checkpointer>(path, db_.get(), nice, &busy_)),
+      checkpointer_(std::make_unique<Checkpointer>(path, db_.get(), nice, &busy_, &gate_)),
       queue_(queue_capacity), note_capacity_(note_capacity), nice_(nice), burst_ms_(burst_ms),
       burst_rows_(std::clamp<size_t>(queue_capacity / 4, 1, kBurstRows)),
       pending_(std::make_unique<Summaries>()) {
@@ -1335,6 +1364,9 @@ void Writer::run() {
                     db_.get(), static_cast<int>(std::clamp<int64_t>(left_ms, 0, kBusyTimeoutMs)));
             }
         }
+        // Not inside an access of the thread that serves the guest: see
+        // AccessGate.
+        (void)gate_.wait_outside(AccessGate::kMaxWaitNs);
         if (commit(w, extracts, err)) {
             for (auto& r : extracts)
                 answer(r, true);

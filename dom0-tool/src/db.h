@@ -125,6 +125,30 @@ class StorageBusy {
     uint64_t running_ = 0;
 };
 
+// Keeps busprof's storage work out of an access: the thread that serves the
+// guest is inside one from before its bus access to the notify that answers
+// it, and the writer's bursts and the checkpoints begin only outside.  On a
+// dom0 with one CPU a burst that began inside preempted the serving thread
+// there, and the access's bus time held the whole burst (milliseconds, where
+// the device took microseconds).  A burst that begins outside runs while the
+// thread waits or before its next access: the next access may wait for it,
+// but what the guest's accesses are measured to take is theirs.
+class AccessGate {
+  public:
+    // The thread that serves the guest.  enter() is a plain store; leave()
+    // wakes storage work that waits.
+    void enter() { inside_.store(1, std::memory_order_seq_cst); }
+    void leave();
+    // Storage threads: returns once no access is in progress, or false after
+    // timeout_ns (an access that hangs on its device holds nothing forever).
+    bool wait_outside(int64_t timeout_ns);
+    static constexpr int64_t kMaxWaitNs = 50'000'000;
+
+  private:
+    std::atomic<uint32_t> inside_{0}; // a futex word: 1 inside an access
+    std::atomic<uint32_t> waiters_{0};
+};
+
 // Checkpoints the writer's WAL on a thread and connection of its own, so
 // that the writer only appends: copying the WAL's pages into the DB and
 // the fsyncs that go with it (SQLite's automatic checkpoint, otherwise run
@@ -136,7 +160,8 @@ class Checkpointer {
   public:
     static constexpr int kAskPages = 1024;
     static constexpr int kOwnPages = 8192;
-    Checkpointer(const std::string& path, sqlite3* writer, int nice, StorageBusy* busy);
+    Checkpointer(const std::string& path, sqlite3* writer, int nice, StorageBusy* busy,
+                 AccessGate* gate);
     ~Checkpointer();
     Checkpointer(const Checkpointer&) = delete;
     uint64_t done() const { return done_.load(); } // checkpoints run (for tests)
@@ -148,6 +173,7 @@ class Checkpointer {
     std::string path_;
     sqlite3* writer_;
     StorageBusy* busy_;
+    AccessGate* gate_;
     std::mutex mu_;
     std::condition_variable cv_;
     bool asked_ = false, stop_ = false;
@@ -208,6 +234,12 @@ class Writer {
     const std::string& path() const { return path_; }
     uint64_t checkpoints() const { return checkpointer_->done(); }
     std::mutex& lock_for_tests() { return mu_; } // the lock the producer never waits for
+    // The producer marks its accesses with it (see AccessGate).
+    AccessGate& gate() { return gate_; }
+    // The runs of storage work since from_ns (see StorageBusy), for tests.
+    std::vector<StorageBusy::Run> storage_runs(uint64_t from_ns) const {
+        return busy_.since(from_ns);
+    }
     // The writer's thread id, once it has started (0 before).
     int thread_for_tests() const { return tid_.load(std::memory_order_acquire); }
     // Whether the writer's threads run at the nice value asked for (false
@@ -246,6 +278,7 @@ class Writer {
     std::string path_;
     Db db_;
     StorageBusy busy_;        // outlives the checkpointer, which writes to it
+    AccessGate gate_;         // likewise, which waits on it
     uint64_t busy_begin_ = 0; // writer only: when the commit under way began its work
     std::unique_ptr<Checkpointer> checkpointer_;     // before db_ closes, it has
     std::unique_ptr<Stmt> insert_one_, insert_many_; // the writer's, finalized before db_ closes

@@ -325,6 +325,25 @@ TEST(IoreqSlot, TheStateByteIsTheBitFieldOfXensDeclaration) {
     EXPECT_EQ(std::memcmp(&slot, &q, sizeof(q)), 0);
 }
 
+// Storage work does not begin while an access is served: during the bus
+// access the writer's gate is closed, and it opens again once the vCPU has
+// its answer.
+TEST_F(DaemonTest, StorageWorkWaitsWhileAnAccessIsServed) {
+    int closed_during = -1;
+    EXPECT_CALL(*bus, grant(0x2f8, 0x2ff));
+    EXPECT_CALL(*bus, access(0x2ff, 1u, true, _))
+        .WillOnce([&](uint16_t, unsigned, bool, uint32_t*) {
+            closed_during = !daemon->storage_gate().wait_outside(0);
+        });
+    start();
+    chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
+    chan->send(0, 0x2ff, true, 0x5a);
+    chan->resume(0);
+    EXPECT_TRUE(daemon->storage_gate().wait_outside(1'000'000'000));
+    EXPECT_EQ(finish(), EXIT_SUCCESS);
+    EXPECT_EQ(closed_during, 1);
+}
+
 // A start_trap in the ring is read before the access it allows, even when
 // only the vCPU's event was reported: the bus permission is in place first.
 TEST_F(DaemonTest, TheRingIsReadBeforeTheAccessItAllows) {

@@ -807,6 +807,53 @@ TEST(StorageBusyTest, RunsMergeAndAnAccessThatMeetsOneOverlaps) {
     EXPECT_EQ(runs.front(), StorageBusy::Run(2000, 2005));
 }
 
+// The gate that keeps storage work out of an access: no wait outside one,
+// a wait until the access ends inside, and no more than the time allowed.
+TEST(AccessGateTest, StorageWorkWaitsForTheAccessToEnd) {
+    AccessGate g;
+    EXPECT_TRUE(g.wait_outside(0));
+    g.enter();
+    const uint64_t t0 = now_ns();
+    EXPECT_FALSE(g.wait_outside(20'000'000));
+    EXPECT_GE(now_ns() - t0, 20'000'000u);
+    std::atomic<uint64_t> out_at{0};
+    std::thread waiter([&] {
+        EXPECT_TRUE(g.wait_outside(10'000'000'000));
+        out_at = now_ns();
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    EXPECT_EQ(out_at.load(), 0u);
+    const uint64_t left = now_ns();
+    g.leave();
+    waiter.join();
+    EXPECT_GE(out_at.load(), left);
+    EXPECT_TRUE(g.wait_outside(0));
+}
+
+// A burst that falls due while the thread that serves the guest is inside an
+// access begins after the access: with the writer on the serving thread's
+// CPU, it would otherwise be in the access's bus time.
+TEST_F(WriterTest, ABurstDoesNotBeginInsideAnAccess) {
+    Writer w(db_, 64, 4096, Writer::kDefaultWriterNice, 5); // bursts 5 ms after the first record
+    uint32_t s = w.begin_session(row());
+    ASSERT_TRUE(w.flush());
+    const uint64_t t0 = now_ns();
+    w.gate().enter();
+    for (uint32_t i = 0; i < 8; i++)
+        ASSERT_TRUE(w.push(rec(s, 0x70, i)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(40)); // the burst fell due
+    const uint64_t t1 = now_ns();
+    w.gate().leave();
+    wait_committed(w, 8, std::chrono::seconds(10));
+    EXPECT_EQ(w.committed(), 8u);
+    auto runs = w.storage_runs(t0);
+    ASSERT_FALSE(runs.empty());
+    for (const auto& [begin, end] : runs)
+        EXPECT_TRUE(end < t0 || begin >= t1)
+            << "a run of " << begin - t0 << " to " << end - t0
+            << " ns after the access began at 0, left at " << t1 - t0;
+}
+
 // transactions.storage_overlap: a record whose access was in flight while
 // the writer committed is marked, those before and after it are not; the
 // guest's extract gets the mark as XEN_BUSPROF_RECORD_STORAGE_OVERLAP.
