@@ -135,8 +135,9 @@ class StorageBusy {
 // but what the guest's accesses are measured to take is theirs.
 class AccessGate {
   public:
-    // The thread that serves the guest.  enter() is a plain store; leave()
-    // wakes storage work that waits.
+    // The thread that serves the guest, which never waits here: enter() is
+    // a store, leave() a store and a load, and a wake where storage work
+    // waits.
     void enter() { inside_.store(1, std::memory_order_seq_cst); }
     void leave();
     // Storage threads: returns once no access is in progress, or false after
