@@ -530,11 +530,14 @@ def relative_pairs_each_read_with_its_record(rig):
     assert 0 < int(f["overhead_p50_ns"]) <= int(f["trapped_p50_ns"]), lines[0]
     assert abs(float(f["ratio_p50"]) - int(f["overhead_p50_ns"]) / int(f["plain_p50_ns"])) < 0.001
     # The timed reads busprof marked as in flight during its storage work are
-    # the rows' storage_overlap, and the p99 without them is at most the p99.
+    # the rows' storage_overlap, and the p99 of the others is set beside the
+    # plain round trip's as the p99 of all is.  (It may be above the p99 of
+    # all: the marked reads need not be the slow ones.)
     marks = [o for o, in query(rig.db, "SELECT storage_overlap FROM transactions"
                                        " WHERE port = 0x3ff AND dir = 'in' ORDER BY id")]
     assert int(f["marked"]) == sum(marks[-n:]), (f["marked"], marks[-n:])
-    assert int(f["overhead_p99_unmarked_ns"]) <= int(f["overhead_p99_ns"]), lines[0]
+    assert abs(float(f["ratio_p99_unmarked"]) -
+               int(f["overhead_p99_unmarked_ns"]) / int(f["plain_p99_ns"])) < 0.001, lines[0]
 
 
 CASES = {f.__name__: f for f in [
