@@ -549,6 +549,8 @@ void StorageBusy::ran(uint64_t begin_ns, uint64_t end_ns) {
     runs_.emplace_back(begin_ns, end_ns);
     if (runs_.size() > kKept)
         runs_.pop_front();
+    if (running_ == begin_ns)
+        running_ = 0;
 }
 
 void StorageBusy::running(uint64_t since_ns) {
@@ -654,7 +656,6 @@ void Checkpointer::run() {
         busy_->running(begin);
         (void)sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
         busy_->ran(begin, now_ns());
-        busy_->running(0);
         done_++;
     }
     sqlite3_close(db);

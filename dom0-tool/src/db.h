@@ -111,8 +111,10 @@ class StorageBusy {
     // Runs kept: an access that began before the oldest of them is judged
     // against those kept only.
     static constexpr size_t kKept = 4096;
-    void ran(uint64_t begin_ns, uint64_t end_ns); // a run that ended
-    void running(uint64_t since_ns);              // one still going (0: none); one at a time
+    // A run that ended; if it is the one running, that one no longer is
+    // (under one lock: a look between the two would take it as still going).
+    void ran(uint64_t begin_ns, uint64_t end_ns);
+    void running(uint64_t since_ns); // one still going; one at a time
     // The runs that ended at or after from_ns, and the one still going
     // (ending at UINT64_MAX), merged: sorted, disjoint.
     std::vector<Run> since(uint64_t from_ns) const;

@@ -794,8 +794,7 @@ TEST(StorageBusyTest, RunsMergeAndAnAccessThatMeetsOneOverlaps) {
     ASSERT_EQ(runs.size(), 1u);
     EXPECT_TRUE(StorageBusy::overlaps(runs, 5000, 6000));
     EXPECT_FALSE(StorageBusy::overlaps(runs, 700, 999));
-    b.ran(1000, 1100);
-    b.running(0);
+    b.ran(1000, 1100); // the one running ends
     runs = b.since(601);
     ASSERT_EQ(runs.size(), 1u);
     EXPECT_EQ(runs[0], StorageBusy::Run(1000, 1100));
