@@ -41,6 +41,18 @@ class DbIdentity : public ::testing::Test {
         sqlite3_free(err);
         sqlite3_close(db);
     }
+    static std::string text(const std::string& file, const std::string& sql) {
+        sqlite3* db = nullptr;
+        sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+        sqlite3_stmt* st = nullptr;
+        sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr);
+        std::string v = sqlite3_step(st) == SQLITE_ROW
+                            ? reinterpret_cast<const char*>(sqlite3_column_text(st, 0))
+                            : "";
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+        return v;
+    }
     static int64_t number(const std::string& file, const std::string& text) {
         sqlite3* db = nullptr;
         sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
@@ -144,18 +156,6 @@ TEST_F(DbIdentity, ADbOfSchemaVersion5GetsTheStorageColumnWhenOpenedForWriting) 
     const std::string cols = "SELECT group_concat(name || ' ' || type || ' ' || \"notnull\" ||"
                              " ' ' || coalesce(dflt_value, '-'), ', ')"
                              " FROM pragma_table_info('transactions')";
-    auto text = [](const std::string& file, const std::string& q) {
-        sqlite3* db = nullptr;
-        sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
-        sqlite3_stmt* st = nullptr;
-        sqlite3_prepare_v2(db, q.c_str(), -1, &st, nullptr);
-        std::string v = sqlite3_step(st) == SQLITE_ROW
-                            ? reinterpret_cast<const char*>(sqlite3_column_text(st, 0))
-                            : "";
-        sqlite3_finalize(st);
-        sqlite3_close(db);
-        return v;
-    };
     EXPECT_EQ(text(f, cols), text(fresh, cols));
     // Its CHECK holds as in a new file.
     sqlite3* db = nullptr;

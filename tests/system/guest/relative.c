@@ -142,7 +142,7 @@ static long bus_times(bp_handle *h, unsigned int base, unsigned int port,
     size_t needed = 0;
     struct bp_record *recs;
     ssize_t got;
-    unsigned long i, reads = 0, k = 0;
+    unsigned long i, j, reads = 0, k = 0;
     int try;
 
     /*
@@ -191,8 +191,9 @@ static long bus_times(bp_handle *h, unsigned int base, unsigned int port,
         /* k counts the reads seen; the timed ones are the last n. */
         if ( k++ < reads - n )
             continue;
-        bus[k - 1 - (reads - n)] = r->t_bus_end_ns - r->t_bus_begin_ns;
-        marked[k - 1 - (reads - n)] = !!(r->flags & BP_RECORD_STORAGE_OVERLAP);
+        j = k - 1 - (reads - n);
+        bus[j] = r->t_bus_end_ns - r->t_bus_begin_ns;
+        marked[j] = !!(r->flags & BP_RECORD_STORAGE_OVERLAP);
         if ( r->flags & BP_RECORD_CLOCK_SKEWED )
             (*skewed)++;
     }
