@@ -104,6 +104,16 @@ relative_phase() {
     } >> "$out" 2>&1
     ioreq-probe "$domid" 1 600 "$RELATIVE_PORTS" > "$BUSPROF_RESULTS/$name.probe.log" 2>&1 &
     echo $! > "/run/busprof/$name.probe.pid"
+    # Who had dom0's CPU while busprof-relative measured, and how long each
+    # thread waited for it in the run queue: NAME.relative-sched.txt
+    # (tests/system/README.md).  Waited for without a fork: a process started
+    # under QEMU costs dom0 tens of milliseconds of CPU, load of its own.
+    sched_snapshot "$BUSPROF_RESULTS/$name.sched-begin"
+    quiet_wait_for 'RELATIVE: exit status' "$log" 200
+    sched_snapshot "$BUSPROF_RESULTS/$name.sched-end"
+    sched_diff "$BUSPROF_RESULTS/$name.sched-begin" "$BUSPROF_RESULTS/$name.sched-end" \
+        > "$BUSPROF_RESULTS/$name.relative-sched.txt" 2>&1
+    rm -f "$BUSPROF_RESULTS/$name.sched-begin" "$BUSPROF_RESULTS/$name.sched-end"
 }
 stop_probe() {      # NAME
     local pidf=/run/busprof/$1.probe.pid

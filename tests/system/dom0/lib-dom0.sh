@@ -80,6 +80,55 @@ snapshot() {
     timeout 20 "$XL" dmesg > "$f.xen-dmesg" 2>&1 || echo "xl dmesg failed: $?" >> "$f.xen-dmesg"
 }
 
+# sched_snapshot FILE: each task's (thread's) CPU time and run-queue wait so
+# far, one line "pid/task/tid comm run_ns wait_ns slices" from
+# /proc/PID/task/TID/schedstat; sched_diff A B prints the tasks that ran or
+# waited between the two snapshots, most CPU first: who had dom0's CPU while a
+# measurement ran, and how long each of busprof's threads waited for it.
+sched_snapshot() {
+    local t s c k v
+    {
+        read -r v _ < /proc/uptime && echo "#uptime $v"
+        while read -r k v; do
+            case $k in cpu | processes) echo "#$k $v" ;; esac
+        done < /proc/stat
+        # builtins only: a fork per task would be load of its own
+        for t in /proc/[0-9]*/task/[0-9]*; do
+            read -r s < "$t/schedstat" 2>/dev/null || continue
+            read -r c < "$t/comm" 2>/dev/null || continue
+            echo "${t#/proc/} ${c// /_} $s"
+        done
+    } > "$1"
+}
+# (Tasks that began and ended between the two are in the CPU line, not
+# among the tasks: "#processes" says how many were forked meanwhile.)
+sched_diff() {      # A B
+    awk 'NR == FNR { if ($1 ~ /^#/) for (i = 2; i <= NF; i++) h[$1, i] = $i; next }
+         $1 ~ /^#/ { printf "%s", $1
+                     for (i = 2; i <= NF; i++) printf " %s", $i - h[$1, i]
+                     print "" }' "$1" "$2"
+    echo "# run_ns wait_ns slices pid/task/tid comm"
+    awk 'NR == FNR { run[$1] = $3; wait[$1] = $4; n[$1] = $5; next }
+         $1 !~ /^#/ { r = $3 - run[$1]; w = $4 - wait[$1]; k = $5 - n[$1]
+                      if (r > 0 || w > 0)
+                          printf "%12d %12d %8d %s %s\n", r, w, k, $1, $2 }' "$1" "$2" |
+        sort -k1,1nr | head -n 40
+}
+
+# quiet_wait_for TEXT FILE SECONDS: waits until FILE holds TEXT, or SECONDS
+# pass, looking twice a second with shell builtins only (no process started).
+quiet_wait_for() {
+    local fifo=/run/busprof-quiet.$$.$BASHPID fd i c=
+    mkfifo "$fifo" && exec {fd}<> "$fifo" && rm -f "$fifo" || return 1
+    for ((i = 0; i < $3 * 2; i++)); do
+        read -r -d '' c < "$2" 2>/dev/null
+        [[ $c == *"$1"* ]] && break
+        read -r -t 0.5 -u "$fd"
+    done
+    exec {fd}<&-
+    [[ $c == *"$1"* ]]
+}
+
 # cfg_value KEY CFG [override...]: the value of KEY (quotes stripped), the last
 # `KEY=...` override winning over the config file.
 cfg_value() {
