@@ -40,6 +40,10 @@ struct DaemonConfig {
     size_t queue_capacity = 65536;
     size_t note_capacity = 4096;
     int writer_nice = Writer::kDefaultWriterNice;
+    // The nice value of the thread that serves the guest (Daemon::run):
+    // above dom0's other work, below the writer's bursts.
+    int serve_nice = kDefaultServeNice;
+    static constexpr int kDefaultServeNice = -10;
     Triggers triggers;
     SimBusConfig sim_bus;
     // Where the hypervisor and the bus come from when set (the daemon's
@@ -86,6 +90,7 @@ class Daemon {
     };
 
     // ioreq thread
+    void raise_serving_thread();
     void serve_ctrl_ring();
     void on_ctrl(const xen_busprof_ctrl_msg& m);
     void serve_ioreq(unsigned v);

@@ -451,24 +451,6 @@ void futex_wake(std::atomic<uint32_t>& word) {
                     nullptr, 0);
 }
 
-// A thread's nice value, as the writer's threads take it: false where it
-// needs a privilege the process lacks (going below the nice value it has
-// takes CAP_SYS_NICE or an RLIMIT_NICE that reaches it, which root lacks
-// in a container that drops the capability).  Threads that run SCHED_FIFO
-// or SCHED_RR keep their policy: a daemon run at a real-time priority
-// outranks its writer whatever the writer's nice value.
-bool set_nice(int tid, int nice) {
-    const int policy = ::sched_getscheduler(tid);
-    if (policy == SCHED_FIFO || policy == SCHED_RR)
-        return false;
-    if (policy != SCHED_OTHER) {
-        sched_param sp{};
-        if (::sched_setscheduler(tid, SCHED_OTHER, &sp) != 0)
-            return false;
-    }
-    return ::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), nice) == 0;
-}
-
 // The transactions INSERT of n rows, and the binding of one of them at
 // parameter base + 1 ... base + kInsertColumns.
 constexpr int kInsertColumns = 18;
@@ -516,6 +498,25 @@ void bind_record(sqlite3_stmt* s, int base, const Record& r, int64_t session_row
 }
 
 } // namespace
+
+// A thread's nice value, as the writer's threads and the one that serves
+// the guest take it: false where it
+// needs a privilege the process lacks (going below the nice value it has
+// takes CAP_SYS_NICE or an RLIMIT_NICE that reaches it, which root lacks
+// in a container that drops the capability).  Threads that run SCHED_FIFO
+// or SCHED_RR keep their policy: a daemon run at a real-time priority
+// outranks its writer whatever the writer's nice value.
+bool set_nice(int tid, int nice) {
+    const int policy = ::sched_getscheduler(tid);
+    if (policy == SCHED_FIFO || policy == SCHED_RR)
+        return false;
+    if (policy != SCHED_OTHER) {
+        sched_param sp{};
+        if (::sched_setscheduler(tid, SCHED_OTHER, &sp) != 0)
+            return false;
+    }
+    return ::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), nice) == 0;
+}
 
 void AccessGate::leave() {
     inside_.store(0, std::memory_order_seq_cst);

@@ -135,6 +135,10 @@ class StorageBusy {
 // the device took microseconds).  A burst that begins outside runs while the
 // thread waits or before its next access: the next access may wait for it,
 // but what the guest's accesses are measured to take is theirs.
+// Sets thread tid's nice value; false where that needs a privilege the
+// process lacks, or the thread runs at a real-time priority (kept).
+bool set_nice(int tid, int nice);
+
 class AccessGate {
   public:
     // The thread that serves the guest, which never waits here: enter() is

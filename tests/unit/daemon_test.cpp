@@ -23,6 +23,7 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 // Allocations made by threads that ask for them to be counted (the
@@ -342,6 +343,53 @@ TEST_F(DaemonTest, StorageWorkWaitsWhileAnAccessIsServed) {
     EXPECT_TRUE(daemon->storage_gate().wait_outside(1'000'000'000));
     EXPECT_EQ(finish(), EXIT_SUCCESS);
     EXPECT_EQ(closed_during, 1);
+}
+
+// The nice value of the calling thread.
+static int own_nice() {
+    return ::getpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()));
+}
+
+// The thread that serves the guest runs at --serve-nice from run() on
+// (here nicer than the test, which needs no privilege); the writer's thread,
+// made before, keeps its own value.
+TEST_F(DaemonTest, TheThreadThatServesTheGuestRunsAtItsNiceValue) {
+    cfg.serve_nice = 19;
+    cfg.writer_nice = 0;
+    int serving = -100;
+    EXPECT_CALL(*bus, grant(0x2f8, 0x2ff));
+    EXPECT_CALL(*bus, access(0x2ff, 1u, false, _))
+        .WillOnce([&](uint16_t, unsigned, bool, uint32_t* v) {
+            serving = own_nice();
+            *v = 0x5a;
+        });
+    start();
+    chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
+    chan->send(0, 0x2ff, false, 0);
+    EXPECT_EQ(chan->resume(0), 0x5au);
+    EXPECT_EQ(finish(), EXIT_SUCCESS);
+    EXPECT_EQ(serving, 19);
+    EXPECT_EQ(own_nice(), 0) << "the test's own thread is left alone";
+}
+
+// By default it runs above dom0's other work, where the process may raise it.
+TEST_F(DaemonTest, TheThreadThatServesTheGuestRunsAboveDom0sOtherWork) {
+    bool may = false;
+    std::thread([&] { may = set_nice(static_cast<int>(::gettid()), -10); }).join();
+    if (!may)
+        GTEST_SKIP() << "this process may not raise a thread (no CAP_SYS_NICE and RLIMIT_NICE"
+                        " below 30): the thread stays at the daemon's priority";
+    EXPECT_EQ(cfg.serve_nice, -10);
+    int serving = 100;
+    EXPECT_CALL(*bus, grant(0x2f8, 0x2ff));
+    EXPECT_CALL(*bus, access(0x2ff, 1u, true, _))
+        .WillOnce([&](uint16_t, unsigned, bool, uint32_t*) { serving = own_nice(); });
+    start();
+    chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
+    chan->send(0, 0x2ff, true, 0x5a);
+    chan->resume(0);
+    EXPECT_EQ(finish(), EXIT_SUCCESS);
+    EXPECT_EQ(serving, -10);
 }
 
 // A start_trap in the ring is read before the access it allows, even when
