@@ -24,6 +24,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,10 +41,15 @@ struct DaemonConfig {
     size_t queue_capacity = 65536;
     size_t note_capacity = 4096;
     int writer_nice = Writer::kDefaultWriterNice;
-    // The nice value of the thread that serves the guest (Daemon::run):
-    // above dom0's other work, below the writer's bursts.
-    int serve_nice = kDefaultServeNice;
-    static constexpr int kDefaultServeNice = -10;
+    // The nice value of the thread that serves the guest (Daemon::run);
+    // unset: serving_nice()'s default for the backend.
+    std::optional<int> serve_nice;
+    // On Xen above dom0's other work and below the writer's bursts; on the
+    // simulator, whose guest vCPUs are dom0 threads too, at their level.
+    int serving_nice() const {
+        return serve_nice ? *serve_nice : backend == "xen" ? kXenServeNice : 0;
+    }
+    static constexpr int kXenServeNice = -10;
     Triggers triggers;
     SimBusConfig sim_bus;
     // Where the hypervisor and the bus come from when set (the daemon's

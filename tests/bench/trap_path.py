@@ -26,6 +26,8 @@ trap-to-resume time of all rows and of the unmarked ones.  --pin runs every proc
 
 usage: trap_path.py --bin BUILD_DIR [--accesses N] [--rounds R] [--vcpus 1,2,4] [--pin [--idle-hog]]
                     [--writer-nice N]   (the daemon's, -20 to 19: the writer's bursts at that nice value)
+                    [--serve-nice N]    (the daemon's, -20 to 19: its thread that serves the guest;
+                                         the bare chain runs at the nice value it is started with)
                     [--queue N]   (the daemon's record queue: the writer is raised to the
                                    daemon's priority once a quarter of it waits)
 """
@@ -139,12 +141,14 @@ def main():
     ap.add_argument("--vcpus", default="1,2,4")
     ap.add_argument("--pin", action="store_true")
     ap.add_argument("--writer-nice", type=int)
+    ap.add_argument("--serve-nice", type=int)
     ap.add_argument("--queue", type=int)
     ap.add_argument("--idle-hog", action="store_true")
     a = ap.parse_args()
     if a.idle_hog and not a.pin:
         ap.error("--idle-hog needs --pin: the busy loop shares CPU 0 with the chain")
     extra = [] if a.writer_nice is None else ["--writer-nice", str(a.writer_nice)]
+    extra += [] if a.serve_nice is None else ["--serve-nice", str(a.serve_nice)]
     extra += [] if a.queue is None else ["--queue", str(a.queue)]
     b = os.path.abspath(a.bin)
     print(f"trap path: {a.accesses} OUTs per vCPU, {a.rounds} interleaved rounds"

@@ -102,16 +102,18 @@ relative_phase() {
         echo "$r" | sed -n 's/^session \([0-9]*\) is .*/\1/p' | tail -n1 \
             > "$BUSPROF_RESULTS/$name.relative-session"
     } >> "$out" 2>&1
+    # Who had dom0's CPU while busprof-relative measured, and how long each
+    # thread waited for it in the run queue: NAME.relative-sched.txt
+    # (tests/system/README.md).  Read before the probe starts, as the guest
+    # begins as soon as it answers and this shell (nice 0) may then wait for
+    # the CPU until the end; the end is waited for without a fork (a process
+    # started under QEMU costs dom0 tens of milliseconds of CPU).
+    sched_snapshot "$BUSPROF_RESULTS/$name.sched-begin"
     # The probe runs at the nice value of the daemon's thread that serves the
     # guest (busprof daemon --serve-nice, -10): the two paths compared wait
     # alike for dom0's CPU.  qemu-xen runs as xl starts it.
     nice -n -10 ioreq-probe "$domid" 1 600 "$RELATIVE_PORTS" > "$BUSPROF_RESULTS/$name.probe.log" 2>&1 &
     echo $! > "/run/busprof/$name.probe.pid"
-    # Who had dom0's CPU while busprof-relative measured, and how long each
-    # thread waited for it in the run queue: NAME.relative-sched.txt
-    # (tests/system/README.md).  Waited for without a fork: a process started
-    # under QEMU costs dom0 tens of milliseconds of CPU, load of its own.
-    sched_snapshot "$BUSPROF_RESULTS/$name.sched-begin"
     quiet_wait_for 'RELATIVE: exit status' "$log" 200
     sched_snapshot "$BUSPROF_RESULTS/$name.sched-end"
     sched_diff "$BUSPROF_RESULTS/$name.sched-begin" "$BUSPROF_RESULTS/$name.sched-end" \

@@ -111,7 +111,7 @@ sched_diff() {      # A B
     awk 'NR == FNR { run[$1] = $3; wait[$1] = $4; n[$1] = $5; next }
          $1 !~ /^#/ { r = $3 - run[$1]; w = $4 - wait[$1]; k = $5 - n[$1]
                       if (r > 0 || w > 0)
-                          printf "%12d %12d %8d %s %s\n", r, w, k, $1, $2 }' "$1" "$2" |
+                          printf "%12.0f %12.0f %8.0f %s %s\n", r, w, k, $1, $2 }' "$1" "$2" |
         sort -k1,1nr | head -n 40
 }
 
