@@ -36,8 +36,8 @@ void setup_daemon(CLI::App& app, Globals& g, Runner& run) {
         ->check(signed_in(-20, 19));
     c->add_option_function<int>(
          "--serve-nice", [cfg](int n) { cfg->serve_nice = n; },
-         "nice value of the thread that serves the guest's accesses (-20 to 19; default -10 "
-         "with --backend xen, 0 with sim)")
+         "nice value of the thread that serves the guest's accesses (-20 to 19; default: "
+         "with --backend xen -10, or the daemon's if lower; with sim the daemon's)")
         ->check(signed_in(-20, 19));
     // 0 is the "not given" of the triggers, so N starts at 1.
     auto* start_after = c->add_option("--start-after", cfg->triggers.start_after_accesses,

@@ -199,17 +199,22 @@ uint64_t Daemon::to_ns(uint64_t tsc) const {
 // threads at nice 0, and a thread above them reordered them: with 4 vCPUs,
 // pinned, recording on, p99.9 1.35-1.65x that with recording off, against
 // 0.96-1.01x with the thread at their level (trap_path.py --pin, three
-// rounds each); there it stays at 0 by default.  Threads made before this
+// rounds each); there it stays as started by default.  Threads made before this
 // (the writer's, the control socket's) keep their own values.
 void Daemon::raise_serving_thread() {
-    const int want = cfg_.serving_nice();
+    if (!cfg_.serve_nice && cfg_.backend != "xen")
+        return;
     const int tid = static_cast<int>(::gettid());
     const int policy = ::sched_getscheduler(tid);
     if (policy == SCHED_FIFO || policy == SCHED_RR)
         return; // run at a real-time priority: above all of that already
     errno = 0;
     const int was = ::getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
-    if (errno == 0 && was == want)
+    if (errno != 0)
+        return;
+    // Given, exactly; by default never nicer than the daemon was started.
+    const int want = cfg_.serve_nice.value_or(std::min(was, DaemonConfig::kXenServeNice));
+    if (was == want)
         return;
     if (!set_nice(tid, want))
         std::fprintf(stderr,

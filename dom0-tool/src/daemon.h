@@ -41,14 +41,11 @@ struct DaemonConfig {
     size_t queue_capacity = 65536;
     size_t note_capacity = 4096;
     int writer_nice = Writer::kDefaultWriterNice;
-    // The nice value of the thread that serves the guest (Daemon::run);
-    // unset: serving_nice()'s default for the backend.
+    // The nice value of the thread that serves the guest (Daemon::run):
+    // --serve-nice, exactly; unset, on Xen at most kXenServeNice (above
+    // dom0's other work, below the writer's bursts), on the simulator, whose
+    // guest vCPUs are dom0 threads too, as the daemon was started.
     std::optional<int> serve_nice;
-    // On Xen above dom0's other work and below the writer's bursts; on the
-    // simulator, whose guest vCPUs are dom0 threads too, at their level.
-    int serving_nice() const {
-        return serve_nice ? *serve_nice : backend == "xen" ? kXenServeNice : 0;
-    }
     static constexpr int kXenServeNice = -10;
     Triggers triggers;
     SimBusConfig sim_bus;
