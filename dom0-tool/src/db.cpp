@@ -500,12 +500,12 @@ void bind_record(sqlite3_stmt* s, int base, const Record& r, int64_t session_row
 } // namespace
 
 // A thread's nice value, as the writer's threads and the one that serves
-// the guest take it: false where it
-// needs a privilege the process lacks (going below the nice value it has
-// takes CAP_SYS_NICE or an RLIMIT_NICE that reaches it, which root lacks
-// in a container that drops the capability).  Threads that run SCHED_FIFO
-// or SCHED_RR keep their policy: a daemon run at a real-time priority
-// outranks its writer whatever the writer's nice value.
+// the guest take it: false where it needs a privilege the process lacks
+// (going below the nice value it has takes CAP_SYS_NICE or an RLIMIT_NICE
+// that reaches it, which root lacks in a container that drops the
+// capability).  Threads that run SCHED_FIFO or SCHED_RR keep their policy:
+// a daemon run at a real-time priority outranks its writer whatever the
+// writer's nice value.
 bool set_nice(int tid, int nice) {
     const int policy = ::sched_getscheduler(tid);
     if (policy == SCHED_FIFO || policy == SCHED_RR)

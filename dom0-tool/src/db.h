@@ -127,6 +127,10 @@ class StorageBusy {
     uint64_t running_ = 0;
 };
 
+// Sets thread tid's nice value; false where that needs a privilege the
+// process lacks, or the thread runs at a real-time priority (kept).
+bool set_nice(int tid, int nice);
+
 // Keeps busprof's storage work out of an access: the thread that serves the
 // guest is inside one from before its bus access to the notify that answers
 // it, and the writer's bursts and the checkpoints begin only outside.  On a
@@ -135,10 +139,6 @@ class StorageBusy {
 // the device took microseconds).  A burst that begins outside runs while the
 // thread waits or before its next access: the next access may wait for it,
 // but what the guest's accesses are measured to take is theirs.
-// Sets thread tid's nice value; false where that needs a privilege the
-// process lacks, or the thread runs at a real-time priority (kept).
-bool set_nice(int tid, int nice);
-
 class AccessGate {
   public:
     // The thread that serves the guest, which never waits here: enter() is
