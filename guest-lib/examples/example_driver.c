@@ -39,7 +39,7 @@ static int extract_check(bp_handle *h, const char *what, unsigned int first,
     struct bp_record probe;
     struct bp_record *recs;
     ssize_t n;
-    unsigned long i, bad = 0, skewed = 0, who = 0, tasks = 0;
+    unsigned long i, bad = 0, skewed = 0, who = 0, tasks = 0, stored = 0;
     uint64_t task = 0;
     unsigned int pcpu_min = ~0u, pcpu_max = 0;
 
@@ -84,6 +84,12 @@ static int extract_check(bp_handle *h, const char *what, unsigned int first,
         }
         else if ( !ordered )
             bad++;
+        /*
+         * In flight while busprof stored its trace: its times may hold a
+         * wait for that, not the device's or the path's.
+         */
+        if ( r->flags & BP_RECORD_STORAGE_OVERLAP )
+            stored++;
         /* Who made it: this process, on whichever CPU the vCPU ran. */
         if ( r->flags & BP_RECORD_WHO )
         {
@@ -117,6 +123,8 @@ static int extract_check(bp_handle *h, const char *what, unsigned int first,
         printf("WHO %s: 0 of %zd records (hypervisor interface %u.%u)\n",
                what, n, bp_interface_version(h) >> 16,
                bp_interface_version(h) & 0xffff);
+    printf("STORAGE %s: %lu of %zd records in flight while busprof stored "
+           "its trace\n", what, stored, n);
     if ( bp_interface_version(h) >= 0x00010002 &&
          (who != (unsigned long)n || tasks > 1) )
         bad++;

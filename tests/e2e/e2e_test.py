@@ -200,6 +200,12 @@ def pipeline_records_every_access(rig):
     assert len(db_task) == 1 and db_task[0][0], db_task
     assert who == {"uart": (600, 1, db_task[0][0]), "cmos": (800, 1, db_task[0][0])}, \
         (who, db_task, r.stdout)
+    # Which records were in flight while busprof stored its trace, as the DB says.
+    stored = {m[0]: int(m[1]) for m in re.findall(r"STORAGE (\w+): (\d+) of \d+ records", r.stdout)}
+    db_stored = {name: query(rig.db, "SELECT count(*) FROM transactions WHERE storage_overlap = 1"
+                                     " AND port BETWEEN ? AND ?", lo, hi)[0][0]
+                 for name, lo, hi in (("uart", 1016, 1023), ("cmos", 112, 113))}
+    assert stored == db_stored, (stored, db_stored, r.stdout)
     bad = query(rig.db, "SELECT count(*) FROM transactions WHERE NOT (t_trap_ns <= t_bus_begin_ns"
                         " AND t_bus_begin_ns <= t_bus_end_ns AND t_bus_end_ns <= t_resume_ns)")[0][0]
     assert bad == 0, f"{bad} rows with timestamps out of order"
