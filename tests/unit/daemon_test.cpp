@@ -7,6 +7,7 @@
 #include "daemon.h"
 #include "error.h"
 #include "ioreq_slot.h"
+#include "thread_nice.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -17,14 +18,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <new>
 #include <thread>
 
 #include <poll.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 // Allocations made by threads that ask for them to be counted (the
@@ -349,18 +348,7 @@ TEST_F(DaemonTest, StorageWorkWaitsWhileAnAccessIsServed) {
 
 // The nice value of the calling thread.
 static int own_nice() {
-    return ::getpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()));
-}
-
-// The nice value of this process's thread named name; 100 if none.
-static int nice_of_thread_named(const std::string& name) {
-    for (const auto& t : std::filesystem::directory_iterator("/proc/self/task")) {
-        std::ifstream in(t.path() / "comm");
-        std::string comm;
-        if (std::getline(in, comm) && comm == name)
-            return ::getpriority(PRIO_PROCESS, static_cast<id_t>(std::stoi(t.path().filename())));
-    }
-    return 100;
+    return nice_of(static_cast<int>(::gettid()));
 }
 
 // The thread that serves the guest runs at --serve-nice from run() on
@@ -369,12 +357,13 @@ static int nice_of_thread_named(const std::string& name) {
 TEST_F(DaemonTest, TheThreadThatServesTheGuestRunsAtItsNiceValue) {
     cfg.serve_nice = 19;
     cfg.writer_nice = 0;
-    int serving = -100, writer = -100;
+    int serving = -100, writer_tid = 0, writer = -100;
     EXPECT_CALL(*bus, grant(0x2f8, 0x2ff));
     EXPECT_CALL(*bus, access(0x2ff, 1u, false, _))
         .WillOnce([&](uint16_t, unsigned, bool, uint32_t* v) {
             serving = own_nice();
-            writer = nice_of_thread_named("bp-writer");
+            writer_tid = thread_named("bp-writer");
+            writer = nice_of(writer_tid);
             *v = 0x5a;
         });
     start();
@@ -383,6 +372,7 @@ TEST_F(DaemonTest, TheThreadThatServesTheGuestRunsAtItsNiceValue) {
     EXPECT_EQ(chan->resume(0), 0x5au);
     EXPECT_EQ(finish(), EXIT_SUCCESS);
     EXPECT_EQ(serving, 19);
+    EXPECT_GT(writer_tid, 0);
     EXPECT_EQ(writer, 0);
     EXPECT_EQ(own_nice(), 0) << "the test's own thread is left alone";
 }

@@ -3,6 +3,7 @@
 // counters, storage failures, and sessions left behind.
 #include "clock.h"
 #include "db.h"
+#include "thread_nice.h"
 
 #include <gtest/gtest.h>
 
@@ -357,25 +358,6 @@ TEST_F(WriterTest, TheProducerNeverWaitsForTheWritersLock) {
     auto f = got.get_future();
     ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
     EXPECT_EQ(f.get().total, 2u);
-}
-
-// The nice value of a thread of this process.
-static int nice_of(int tid) {
-    errno = 0;
-    const int n = ::getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
-    return errno ? 99 : n;
-}
-
-// The id of this process's thread of that name (0: none).
-static int thread_named(const std::string& name) {
-    for (auto& t : std::filesystem::directory_iterator("/proc/self/task")) {
-        std::ifstream f(t.path() / "comm");
-        std::string n;
-        std::getline(f, n);
-        if (n == name)
-            return std::stoi(t.path().filename().string());
-    }
-    return 0;
 }
 
 // Without the privilege to go above the daemon's priority (CAP_SYS_NICE,
