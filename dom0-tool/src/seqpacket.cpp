@@ -115,22 +115,29 @@ bool peer_allowed(int sock) {
 }
 
 void send_msg(int sock, const void* buf, size_t len, const std::vector<int>& fds) {
+    ssize_t n;
+    if (fds.empty()) {
+        // Most messages (every port access's answer) pass no descriptor:
+        // plain send() spares the kernel the message header.
+        do
+            n = ::send(sock, buf, len, MSG_NOSIGNAL);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+            throw_errno("send");
+        return;
+    }
     iovec iov{const_cast<void*>(buf), len};
     msghdr mh{};
     mh.msg_iov = &iov;
     mh.msg_iovlen = 1;
-    std::vector<char> ctl;
-    if (!fds.empty()) {
-        ctl.resize(CMSG_SPACE(sizeof(int) * fds.size()));
-        mh.msg_control = ctl.data();
-        mh.msg_controllen = ctl.size();
-        cmsghdr* c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-        std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-    }
-    ssize_t n;
+    std::vector<char> ctl(CMSG_SPACE(sizeof(int) * fds.size()));
+    mh.msg_control = ctl.data();
+    mh.msg_controllen = ctl.size();
+    cmsghdr* c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
     do
         n = ::sendmsg(sock, &mh, MSG_NOSIGNAL);
     while (n < 0 && errno == EINTR);
@@ -139,6 +146,20 @@ void send_msg(int sock, const void* buf, size_t len, const std::vector<int>& fds
 }
 
 size_t recv_msg(int sock, void* buf, size_t cap, std::vector<FD>* fds) {
+    if (!fds) {
+        // No descriptor is wanted: any that came are closed by the kernel.
+        // MSG_TRUNC makes recv() return the message's whole length, so a
+        // message longer than buf is still seen.
+        ssize_t n;
+        do
+            n = ::recv(sock, buf, cap, MSG_TRUNC);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+            throw_errno("recv");
+        if (static_cast<size_t>(n) > cap)
+            throw SystemError("recv: message truncated", EMSGSIZE);
+        return static_cast<size_t>(n);
+    }
     iovec iov{buf, cap};
     alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * 128)];
     msghdr mh{};
