@@ -13,6 +13,7 @@
 #include <sstream>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 #include <utility>
 
@@ -38,6 +39,9 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
     wake_ = FD(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!wake_)
         throw_errno("eventfd");
+    tick_ = FD(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+    if (!tick_)
+        throw_errno("timerfd_create");
 
     chan_ = hv_->attach(dom_, cfg_.timeout_ms);
     // Xen refuses to attach to more; the stamp slots below rely on it.
@@ -224,6 +228,22 @@ void Daemon::raise_serving_thread() {
                      was, want);
 }
 
+// The loop turns at least every within_ms when no event comes.  The
+// timerfd is armed only when it would fire too late (about once a tick
+// under load), not on every wait: a wait with a timeout arms a kernel timer
+// each time it sleeps, and this thread sleeps once an access.
+void Daemon::arm_tick(uint64_t now, int within_ms) {
+    uint64_t due = now + static_cast<uint64_t>(within_ms) * 1000000u;
+    if (tick_at_ > now && tick_at_ <= due)
+        return;
+    itimerspec its{};
+    its.it_value.tv_sec = static_cast<time_t>(due / 1000000000u);
+    its.it_value.tv_nsec = static_cast<long>(due % 1000000000u);
+    if (::timerfd_settime(tick_.get(), TFD_TIMER_ABSTIME, &its, nullptr) < 0)
+        throw_errno("timerfd_settime");
+    tick_at_ = due;
+}
+
 int Daemon::run() {
     raise_serving_thread();
     std::vector<Channel::Ev> evs;
@@ -235,8 +255,9 @@ int Daemon::run() {
             waiting |= pd.valid;
         // Short waits only while a record waits for its vCPU's resume or a
         // duration trigger runs; otherwise the wake-ups come from events.
-        int wait_ms = waiting || cfg_.triggers.duration_ns ? 20 : 200;
-        chan_->wait(wait_ms, wake_.get(), evs);
+        arm_tick(now_ns(), waiting || cfg_.triggers.duration_ns ? 20 : 200);
+        const int wake_fds[] = {wake_.get(), tick_.get()};
+        chan_->wait(wake_fds, evs);
 
         // Control messages first: a start_trap precedes the accesses it allows.
         serve_ctrl_ring();

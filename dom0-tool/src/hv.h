@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -41,9 +42,12 @@ class Channel {
         } kind;        // ring has messages / vCPU's ioreq / hypervisor went away
         unsigned vcpu; // for vcpu
     };
-    // Waits up to timeout_ms for events, or until wake_fd (an eventfd) is
-    // readable, which it then reads; appends what happened to out.
-    virtual void wait(int timeout_ms, int wake_fd, std::vector<Ev>& out) = 0;
+    // Waits for events, or until one of wake_fds (an eventfd or a timerfd)
+    // is readable, which it then reads; appends what happened to out.  It
+    // has no timeout of its own: a wait that arms a kernel timer each time
+    // costs every access that wakes the caller, so the caller's ticks come
+    // from a timerfd among wake_fds, armed once per tick.
+    virtual void wait(std::span<const int> wake_fds, std::vector<Ev>& out) = 0;
     // Tells vCPU v its ioreq is answered.
     virtual void notify_vcpu(unsigned v) = 0;
 };

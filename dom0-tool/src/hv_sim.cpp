@@ -8,6 +8,7 @@ extern "C" {
 #include "sim-proto.h"
 }
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <sys/epoll.h>
@@ -81,8 +82,9 @@ void* map_fd(const FD& fd, size_t size) {
 }
 
 class SimChannel : public Channel {
-    // What an epoll event names: a vCPU by its number, or one of these.
-    static constexpr uint32_t kRing = 0xffffff00u, kWake = kRing + 1, kConn = kRing + 2;
+    // What an epoll event names: a vCPU by its number, or one of these
+    // (kWake + i: the caller's i-th wake descriptor).
+    static constexpr uint32_t kRing = 0xffffff00u, kConn = kRing + 1, kWake = kRing + 2;
 
     void watch(int fd, uint32_t events, uint32_t what) {
         epoll_event e{};
@@ -125,7 +127,7 @@ class SimChannel : public Channel {
     // however many vCPUs there are, and names the vCPUs whose event came.
     // The connection to the simulator is watched for its end only (no
     // events asked: EPOLLHUP/EPOLLERR); replies are read by call().
-    void wait(int timeout_ms, int wake_fd, std::vector<Ev>& out) override {
+    void wait(std::span<const int> wake_fds, std::vector<Ev>& out) override {
         if (!epoll_) {
             epoll_ = FD(::epoll_create1(EPOLL_CLOEXEC));
             if (!epoll_)
@@ -133,20 +135,26 @@ class SimChannel : public Channel {
             watch(ctrl_.get(), EPOLLIN, kRing);
             for (unsigned v = 0; v < to_dm_.size(); v++)
                 watch(to_dm_[v].get(), EPOLLIN, v);
-            watch(wake_fd, EPOLLIN, kWake);
+            wake_fds_.assign(wake_fds.begin(), wake_fds.end());
+            for (uint32_t i = 0; i < wake_fds_.size(); i++)
+                watch(wake_fds_[i], EPOLLIN, kWake + i);
             watch(conn_->fd(), 0, kConn);
-            ready_.resize(to_dm_.size() + 3);
+            ready_.resize(to_dm_.size() + wake_fds_.size() + 2);
+        } else if (!std::equal(wake_fds.begin(), wake_fds.end(), wake_fds_.begin(),
+                               wake_fds_.end())) {
+            // The set is made once; a caller that changed its descriptors
+            // would wait on the old ones.
+            throw SystemError("the wake descriptors of a channel's waits changed", EINVAL);
         }
-        int n =
-            ::epoll_wait(epoll_.get(), ready_.data(), static_cast<int>(ready_.size()), timeout_ms);
+        int n = ::epoll_wait(epoll_.get(), ready_.data(), static_cast<int>(ready_.size()), -1);
         uint64_t cnt;
         for (int i = 0; i < n; i++) {
             uint32_t what = ready_[i].data.u32;
             if (what == kRing) {
                 (void)!::read(ctrl_.get(), &cnt, sizeof(cnt));
                 out.push_back({Ev::ring, 0});
-            } else if (what == kWake) {
-                (void)!::read(wake_fd, &cnt, sizeof(cnt));
+            } else if (what >= kWake && what - kWake < wake_fds_.size()) {
+                (void)!::read(wake_fds_[what - kWake], &cnt, sizeof(cnt));
             } else if (what == kConn) {
                 out.push_back({Ev::gone, 0});
             } else if (what < to_dm_.size()) {
@@ -164,6 +172,7 @@ class SimChannel : public Channel {
     std::shared_ptr<SimConn> conn_;
     uint16_t domid_;
     FD ioreq_fd_, page_fd_, ctrl_, epoll_;
+    std::vector<int> wake_fds_;
     std::vector<epoll_event> ready_;
     std::vector<FD> to_dm_, from_dm_;
 };

@@ -216,14 +216,21 @@ class XenChannel : public Channel {
         events_[ctrl_port_.local()] = {Ev::ring, 0};
     }
 
-    void wait(int timeout_ms, int wake_fd, std::vector<Ev>& out) override {
-        pollfd p[2] = {{xenevtchn_fd(evtchn_.get()), POLLIN, 0}, {wake_fd, POLLIN, 0}};
-        int n = ::poll(p, wake_fd >= 0 ? 2 : 1, timeout_ms);
+    void wait(std::span<const int> wake_fds, std::vector<Ev>& out) override {
+        if (wake_fds.size() > kMaxWakeFds)
+            throw SystemError("more wake descriptors than a wait takes", EINVAL);
+        pollfd p[1 + kMaxWakeFds];
+        size_t nfds = 1;
+        p[0] = {xenevtchn_fd(evtchn_.get()), POLLIN, 0};
+        for (int fd : wake_fds)
+            p[nfds++] = {fd, POLLIN, 0};
+        int n = ::poll(p, nfds, -1);
         if (n < 0 && errno != EINTR)
             throw_errno("waiting for event channels (poll)");
         uint64_t cnt;
-        if (n > 0 && wake_fd >= 0 && (p[1].revents & POLLIN))
-            (void)!::read(wake_fd, &cnt, sizeof(cnt));
+        for (size_t i = 1; n > 0 && i < nfds; i++)
+            if (p[i].revents & POLLIN)
+                (void)!::read(p[i].fd, &cnt, sizeof(cnt));
         if (n <= 0 || !(p[0].revents & POLLIN))
             return;
         // One pending port per wait, as a plain ioreq server takes them
@@ -254,6 +261,7 @@ class XenChannel : public Channel {
     }
 
   private:
+    static constexpr size_t kMaxWakeFds = 4;
     // The ioreq page is one 4 KiB frame.
     static constexpr unsigned kIoreqSlots = 4096 / sizeof(ioreq_t);
 
