@@ -103,6 +103,11 @@ struct SimHypervisor::Domain {
     // waits on it holds a reference, so its page and event descriptors stay
     // the ones it waits on even when the profiler goes and a next one comes.
     std::shared_ptr<IoreqServer> server;
+    // Per vCPU: when its access's wait for the profiler ends (NOW()
+    // units, 0: not waiting), and the eventfd the timer thread writes once
+    // that is past.  Made with the domain.
+    std::unique_ptr<std::atomic<s_time_t>[]> wait_deadline;
+    std::vector<FD> wait_timer;
     // The busprof page, handed out as Xen would by XENMEM_acquire_resource.
     FD page_fd;
     // Xen-bound event channels, by port; port 0 is never used, as in Xen.
@@ -260,6 +265,9 @@ SimHypervisor::SimHypervisor(std::string socket_path, std::vector<DomainConfig> 
         for (unsigned i = 0; i < cfg.vcpus; i++)
             dom->vcpus[i] = {i, 0, &dom->d};
         dom->vcpu_used.assign(cfg.vcpus, false);
+        dom->wait_deadline = std::make_unique<std::atomic<s_time_t>[]>(cfg.vcpus);
+        for (unsigned i = 0; i < cfg.vcpus; i++)
+            dom->wait_timer.push_back(make_eventfd());
         for (auto r : cfg.ioports)
             if (busprof_ranges_add(&dom->ioports, r.first, r.last, true))
                 throw UserError("too many I/O port ranges for domain " + cfg.name);
@@ -288,6 +296,61 @@ SimHypervisor::SimHypervisor(std::string socket_path, std::vector<DomainConfig> 
         throw;
     }
     ::umask(old_mask);
+    timer_ = std::thread([this] { run_timers(); });
+}
+
+bool SimHypervisor::any_vcpu_waits() const {
+    for (auto& dom : domains_)
+        for (unsigned v = 0; v < dom->cfg.vcpus; v++)
+            if (dom->wait_deadline[v].load())
+                return true;
+    return false;
+}
+
+void SimHypervisor::run_timers() {
+    // A deadline is met to within a tick; the shortest wait bound a
+    // profiler asks for in practice is hundreds of milliseconds.
+    constexpr auto kTick = std::chrono::milliseconds(5);
+    // Ticks without a waiting vCPU before the thread sleeps until one waits.
+    constexpr int kIdleTicks = 20;
+    std::unique_lock lk(timer_mu_);
+    int idle = 0;
+    while (!stopping_) {
+        bool any = false;
+        s_time_t now = NOW();
+        for (auto& dom : domains_)
+            for (unsigned v = 0; v < dom->cfg.vcpus; v++) {
+                s_time_t due = dom->wait_deadline[v].load(std::memory_order_acquire);
+                if (!due)
+                    continue;
+                any = true;
+                if (due <= now) {
+                    uint64_t one = 1;
+                    (void)!::write(dom->wait_timer[v].get(), &one, sizeof(one));
+                }
+            }
+        idle = any ? 0 : idle + 1;
+        if (idle < kIdleTicks) {
+            timer_cv_.wait_for(lk, kTick, [this] { return stopping_.load(); });
+            continue;
+        }
+        // Asleep only if no vCPU began to wait meanwhile: a vCPU stores its
+        // deadline and then reads timer_idle_, this thread the other way
+        // round (both sequentially consistent), so one of them sees the
+        // other's store.
+        timer_idle_ = true;
+        if (!any_vcpu_waits())
+            timer_cv_.wait(lk, [this] { return !timer_idle_ || stopping_; });
+        timer_idle_ = false;
+        idle = 0;
+    }
+}
+
+// A vCPU began to wait while the timer thread sleeps.
+void SimHypervisor::wake_timers() {
+    std::lock_guard lk(timer_mu_);
+    timer_idle_ = false;
+    timer_cv_.notify_one();
 }
 
 void SimHypervisor::set_stamp_skew(int64_t ns) {
@@ -309,6 +372,8 @@ SimHypervisor::~SimHypervisor() {
     for (auto& t : threads)
         if (t.thread.joinable())
             t.thread.join();
+    if (timer_.joinable())
+        timer_.join();
     for (auto& dom : domains_)
         busprof_domain_destroy(&dom->d);
     ::unlink(socket_path_.c_str());
@@ -321,6 +386,10 @@ void SimHypervisor::stop() {
     uint64_t one = 1;
     if (wake_)
         (void)!::write(wake_.get(), &one, sizeof(one));
+    // Called from threads only (busprof-simxen's signals are taken by
+    // sigwait()), so the timer thread's lock may be taken here.
+    std::lock_guard lk(timer_mu_);
+    timer_cv_.notify_one();
 }
 
 SimHypervisor::Domain* SimHypervisor::find(uint16_t domid) {
@@ -785,6 +854,17 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
     if (!timeout_ms)
         timeout_ms = 1000;
     s_time_t deadline = NOW() + MILLISECS(timeout_ms);
+    // Xen's set_timer(): the timer thread wakes this vCPU once the deadline
+    // is past.  The wait itself is then untimed.
+    std::atomic<s_time_t>& due = dom->wait_deadline[c.vcpu];
+    const int timer = dom->wait_timer[c.vcpu].get();
+    due.store(deadline);
+    if (timer_idle_.load())
+        wake_timers();
+    struct StopTimer {
+        std::atomic<s_time_t>& due;
+        ~StopTimer() { due.store(0, std::memory_order_release); }
+    } stop_timer{due};
     for (bool waited = false;; waited = true) {
         if (ioreq_state(p) == STATE_IORESP_READY)
             break;
@@ -815,10 +895,15 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
                 return;
             }
         }
-        pollfd pf{from_dm, POLLIN, 0};
-        ::poll(&pf, 1, static_cast<int>(std::min<s_time_t>(left / 1000000 + 1, 100)));
+        // Woken by the profiler's answer, by its end or the simulator's
+        // stop (kick()), or by the timer thread.
+        pollfd pf[2] = {{from_dm, POLLIN, 0}, {timer, POLLIN, 0}};
+        ::poll(pf, 2, -1);
         uint64_t cnt;
-        (void)!::read(from_dm, &cnt, sizeof(cnt));
+        if (pf[0].revents & POLLIN)
+            (void)!::read(from_dm, &cnt, sizeof(cnt));
+        if (pf[1].revents & POLLIN)
+            (void)!::read(timer, &cnt, sizeof(cnt));
     }
     if (r.dir == XEN_BUSPROF_DIR_IN)
         r.value = static_cast<uint32_t>(p->data) & ones;

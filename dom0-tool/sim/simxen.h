@@ -9,6 +9,7 @@
 #include "ranges.h"
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -89,6 +90,18 @@ class SimHypervisor {
     std::mutex threads_mu_; // threads_, and each Conn's sock against its close
     std::vector<Worker> threads_;
     std::atomic<int> next_conn_id_{1};
+
+    // Xen's per-vCPU timers of trapped accesses (patch 0103): one thread
+    // looks at every waiting vCPU's deadline each tick and wakes those
+    // past it, so that a vCPU waits for the profiler with no timer of its
+    // own to arm and cancel on every access.  Asleep while no vCPU waits.
+    void run_timers();
+    void wake_timers();
+    bool any_vcpu_waits() const;
+    std::mutex timer_mu_;
+    std::condition_variable timer_cv_;
+    std::atomic<bool> timer_idle_{false};
+    std::thread timer_;
 };
 
 } // namespace busprof::sim

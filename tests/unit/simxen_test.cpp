@@ -193,5 +193,44 @@ TEST_F(SimXen, AccessPendingWhenItsProfilerGoesCompletesAtOnce) {
     }
 }
 
+// A profiler that never answers: the access completes as an unclaimed port
+// once the attach's wait bound has passed (Xen's timer of patch 0103, the
+// simulator's timer thread), also when no vCPU had waited for a while and
+// the timer thread was asleep.
+TEST_F(SimXen, AnAccessTheProfilerNeverAnswersEndsAtItsWaitBound) {
+    FD d0 = dom0();
+    xen_busprof_policy pol{};
+    pol.domid = 1;
+    pol.first = 0x3f8;
+    pol.last = 0x3ff;
+    ASSERT_EQ(hypercall(d0.get(), XEN_BUSPROF_policy_allow, pol).m.rc, 0);
+    FD g = guest();
+
+    for (int round = 0; round < 2; round++) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        auto prof = profiler(200);
+        ASSERT_TRUE(prof->ioreq);
+        xen_busprof_trap t{0x3f8, 0x3ff, 0};
+        ASSERT_EQ(hypercall(g.get(), XEN_BUSPROF_start_trap, t).m.rc, 0);
+        // The timer thread sleeps after 100 ms without a waiting vCPU.
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+
+        bp_sim_msg io = msg(BP_SIM_PIO);
+        io.port = 0x3f8;
+        io.size = 1;
+        io.dir = XEN_BUSPROF_DIR_IN;
+        auto t0 = Clock::now();
+        send_msg(g.get(), &io, sizeof(io));
+        Reply r = recv_reply(g.get(), 10000);
+        auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+        ASSERT_EQ(r.m.rc, 0);
+        EXPECT_EQ(r.m.value, 0xffu) << "an unclaimed port reads all ones";
+        EXPECT_GE(waited.count(), 200) << "the access ended before its wait bound";
+        EXPECT_LT(waited.count(), 1000) << "the access waited long past its wait bound";
+        // The timeout dropped the traps.
+        EXPECT_EQ(hypercall(g.get(), XEN_BUSPROF_stop_trap, t).m.rc, -ENOENT);
+    }
+}
+
 } // namespace
 } // namespace busprof::sim
