@@ -299,57 +299,55 @@ SimHypervisor::SimHypervisor(std::string socket_path, std::vector<DomainConfig> 
     timer_ = std::thread([this] { run_timers(); });
 }
 
-bool SimHypervisor::any_vcpu_waits() const {
+// Wakes the vCPUs whose deadline is past; the earliest deadline to come,
+// if before next.
+s_time_t SimHypervisor::scan_timers(s_time_t now, s_time_t next) {
     for (auto& dom : domains_)
-        for (unsigned v = 0; v < dom->cfg.vcpus; v++)
-            if (dom->wait_deadline[v].load())
-                return true;
-    return false;
+        for (unsigned v = 0; v < dom->cfg.vcpus; v++) {
+            s_time_t due = dom->wait_deadline[v].load();
+            if (!due)
+                continue;
+            if (due <= now) {
+                uint64_t one = 1;
+                (void)!::write(dom->wait_timer[v].get(), &one, sizeof(one));
+            } else {
+                next = std::min(next, due);
+            }
+        }
+    return next;
 }
 
+// A deadline is now + the domain's wait bound when its vCPU begins to
+// wait.  So the thread sleeps until the earliest deadline it saw, or one
+// shortest wait bound from now, whichever is first: no deadline of a vCPU
+// that begins to wait meanwhile is earlier, unless a profiler attached
+// with a shorter bound, and then that vCPU wakes the thread.  It wakes
+// about once a wait bound (1 s by default), not once an access.
 void SimHypervisor::run_timers() {
-    // A deadline is met to within a tick; the shortest wait bound a
-    // profiler asks for in practice is hundreds of milliseconds.
-    constexpr auto kTick = std::chrono::milliseconds(5);
-    // Ticks without a waiting vCPU before the thread sleeps until one waits.
-    constexpr int kIdleTicks = 20;
     std::unique_lock lk(timer_mu_);
-    int idle = 0;
     while (!stopping_) {
-        bool any = false;
         s_time_t now = NOW();
+        unsigned shortest = 1000;
         for (auto& dom : domains_)
-            for (unsigned v = 0; v < dom->cfg.vcpus; v++) {
-                s_time_t due = dom->wait_deadline[v].load(std::memory_order_acquire);
-                if (!due)
-                    continue;
-                any = true;
-                if (due <= now) {
-                    uint64_t one = 1;
-                    (void)!::write(dom->wait_timer[v].get(), &one, sizeof(one));
-                }
-            }
-        idle = any ? 0 : idle + 1;
-        if (idle < kIdleTicks) {
-            timer_cv_.wait_for(lk, kTick, [this] { return stopping_.load(); });
-            continue;
-        }
-        // Asleep only if no vCPU began to wait meanwhile: a vCPU stores its
-        // deadline and then reads timer_idle_, this thread the other way
-        // round (both sequentially consistent), so one of them sees the
-        // other's store.
-        timer_idle_ = true;
-        if (!any_vcpu_waits())
-            timer_cv_.wait(lk, [this] { return !timer_idle_ || stopping_; });
-        timer_idle_ = false;
-        idle = 0;
+            if (unsigned ms = busprof_timeout_ms(&dom->d))
+                shortest = std::min(shortest, ms);
+        s_time_t next = scan_timers(now, now + MILLISECS(shortest));
+        // A vCPU stores its deadline and then reads timer_next_, this
+        // thread the other way round (both sequentially consistent): one
+        // of them sees the other's store.
+        timer_next_ = next;
+        next = scan_timers(now, next);
+        timer_next_ = next;
+        auto until = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(next));
+        timer_cv_.wait_until(lk, until, [this] { return timer_woken_ || stopping_; });
+        timer_woken_ = false;
     }
 }
 
-// A vCPU began to wait while the timer thread sleeps.
+// A vCPU's deadline comes before the timer thread's next look.
 void SimHypervisor::wake_timers() {
     std::lock_guard lk(timer_mu_);
-    timer_idle_ = false;
+    timer_woken_ = true;
     timer_cv_.notify_one();
 }
 
@@ -859,7 +857,7 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
     std::atomic<s_time_t>& due = dom->wait_deadline[c.vcpu];
     const int timer = dom->wait_timer[c.vcpu].get();
     due.store(deadline);
-    if (timer_idle_.load())
+    if (deadline < timer_next_.load())
         wake_timers();
     struct StopTimer {
         std::atomic<s_time_t>& due;

@@ -92,15 +92,17 @@ class SimHypervisor {
     std::atomic<int> next_conn_id_{1};
 
     // Xen's per-vCPU timers of trapped accesses (patch 0103): one thread
-    // looks at every waiting vCPU's deadline each tick and wakes those
-    // past it, so that a vCPU waits for the profiler with no timer of its
-    // own to arm and cancel on every access.  Asleep while no vCPU waits.
+    // wakes the vCPUs whose deadline passed, so that a vCPU waits for the
+    // profiler with no timer of its own to arm and cancel on every access.
     void run_timers();
+    int64_t scan_timers(int64_t now, int64_t next); // NOW() units
     void wake_timers();
-    bool any_vcpu_waits() const;
     std::mutex timer_mu_;
     std::condition_variable timer_cv_;
-    std::atomic<bool> timer_idle_{false};
+    bool timer_woken_ = false; // timer_mu_
+    // When the timer thread looks next (NOW() units).  A vCPU whose
+    // deadline is earlier wakes it.
+    std::atomic<int64_t> timer_next_{0};
     std::thread timer_;
 };
 
