@@ -75,11 +75,16 @@ struct SimHypervisor::Conn {
     unsigned vcpu = 0;
 };
 
+// A vCPU's wait_deadline while the timer thread wakes it, and after.
+constexpr s_time_t kTimerFiring = -1, kTimerFired = -2;
+
 struct IoreqServer {
     int owner = 0; // the dom0 connection that created it
     FD ioreq_fd;
     shared_iopage_t* ioreq = nullptr;
-    std::vector<FD> to_dm, from_dm; // per vCPU
+    // Per vCPU.  A vCPU waits in a blocking read() of its from_dm, which
+    // the profiler's notify, kick() and the timer thread write.
+    std::vector<FD> to_dm, from_dm;
     ~IoreqServer() {
         if (ioreq)
             ::munmap(ioreq, 4096);
@@ -104,10 +109,11 @@ struct SimHypervisor::Domain {
     // the ones it waits on even when the profiler goes and a next one comes.
     std::shared_ptr<IoreqServer> server;
     // Per vCPU: when its access's wait for the profiler ends (NOW()
-    // units, 0: not waiting), and the eventfd the timer thread writes once
-    // that is past.  Made with the domain.
+    // units; 0: not waiting, kTimerFiring/kTimerFired: the timer thread
+    // is waking it / woke it), and the eventfd it waits on then (the
+    // server's from_dm, open while the vCPU waits).  Made with the domain.
     std::unique_ptr<std::atomic<s_time_t>[]> wait_deadline;
-    std::vector<FD> wait_timer;
+    std::unique_ptr<std::atomic<int>[]> wait_fd;
     // The busprof page, handed out as Xen would by XENMEM_acquire_resource.
     FD page_fd;
     // Xen-bound event channels, by port; port 0 is never used, as in Xen.
@@ -266,8 +272,7 @@ SimHypervisor::SimHypervisor(std::string socket_path, std::vector<DomainConfig> 
             dom->vcpus[i] = {i, 0, &dom->d};
         dom->vcpu_used.assign(cfg.vcpus, false);
         dom->wait_deadline = std::make_unique<std::atomic<s_time_t>[]>(cfg.vcpus);
-        for (unsigned i = 0; i < cfg.vcpus; i++)
-            dom->wait_timer.push_back(make_eventfd());
+        dom->wait_fd = std::make_unique<std::atomic<int>[]>(cfg.vcpus);
         for (auto r : cfg.ioports)
             if (busprof_ranges_add(&dom->ioports, r.first, r.last, true))
                 throw UserError("too many I/O port ranges for domain " + cfg.name);
@@ -304,14 +309,20 @@ SimHypervisor::SimHypervisor(std::string socket_path, std::vector<DomainConfig> 
 s_time_t SimHypervisor::scan_timers(s_time_t now, s_time_t next) {
     for (auto& dom : domains_)
         for (unsigned v = 0; v < dom->cfg.vcpus; v++) {
-            s_time_t due = dom->wait_deadline[v].load();
-            if (!due)
+            std::atomic<s_time_t>& slot = dom->wait_deadline[v];
+            s_time_t due = slot.load();
+            if (due <= 0)
                 continue;
-            if (due <= now) {
-                uint64_t one = 1;
-                (void)!::write(dom->wait_timer[v].get(), &one, sizeof(one));
-            } else {
+            if (due > now) {
                 next = std::min(next, due);
+                continue;
+            }
+            // Claimed first: the vCPU does not end its wait (and release
+            // the descriptor) while the write is under way.
+            if (slot.compare_exchange_strong(due, kTimerFiring)) {
+                uint64_t one = 1;
+                (void)!::write(dom->wait_fd[v].load(), &one, sizeof(one));
+                slot.store(kTimerFired);
             }
         }
     return next;
@@ -366,6 +377,8 @@ SimHypervisor::~SimHypervisor() {
         std::lock_guard lk(threads_mu_);
         threads.swap(threads_);
         shut_down(threads);
+        // Also when run() never ran or ended by an exception.
+        kick_servers();
     }
     for (auto& t : threads)
         if (t.thread.joinable())
@@ -428,6 +441,12 @@ void SimHypervisor::run() {
     // whose vCPU waits for the profiler.
     std::lock_guard lk(threads_mu_);
     shut_down(threads_);
+    kick_servers();
+}
+
+// A vCPU that waits for a profiler waits on the current server's (one whose
+// server went was woken then); stopping_ makes it give up.
+void SimHypervisor::kick_servers() {
     for (auto& dom : domains_) {
         std::lock_guard dl(dom->mu);
         if (dom->server)
@@ -675,7 +694,11 @@ void SimHypervisor::handle(Conn& c, const bp_sim_msg& m, const std::vector<uint8
         srv->ioreq = static_cast<shared_iopage_t*>(map);
         for (unsigned v = 0; v < dom->cfg.vcpus; v++) {
             srv->to_dm.push_back(make_eventfd());
-            srv->from_dm.push_back(make_eventfd());
+            // Blocking: the vCPU's wait is a read() of it.
+            FD from(::eventfd(0, EFD_CLOEXEC));
+            if (!from)
+                throw_errno("eventfd");
+            srv->from_dm.push_back(std::move(from));
         }
         srv->owner = c.id;
         pass(srv->ioreq_fd.get());
@@ -855,21 +878,32 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
     // Xen's set_timer(): the timer thread wakes this vCPU once the deadline
     // is past.  The wait itself is then untimed.
     std::atomic<s_time_t>& due = dom->wait_deadline[c.vcpu];
-    const int timer = dom->wait_timer[c.vcpu].get();
+    dom->wait_fd[c.vcpu].store(from_dm);
     due.store(deadline);
     if (deadline < timer_next_.load())
         wake_timers();
+    // Xen's stop_timer(), before srv (and from_dm) can go: it waits out a
+    // wake-up the timer thread is writing.
     struct StopTimer {
         std::atomic<s_time_t>& due;
-        ~StopTimer() { due.store(0, std::memory_order_release); }
+        ~StopTimer() {
+            s_time_t cur = due.load();
+            while (!(cur != kTimerFiring && due.compare_exchange_weak(cur, 0)))
+                if (cur == kTimerFiring) {
+                    std::this_thread::yield();
+                    cur = due.load();
+                }
+        }
     } stop_timer{due};
     for (bool waited = false;; waited = true) {
         if (ioreq_state(p) == STATE_IORESP_READY)
             break;
         s_time_t left = deadline - NOW();
         // Whether the profiler is still there is asked only after a wait
-        // that brought no answer: the answer's own path takes no lock.
-        if (waited) {
+        // that brought no answer: the answer's own path takes no lock.  A
+        // stop is looked at before every wait: its kick may have come
+        // before this vCPU began to wait (it sets stopping_ first).
+        if (waited || stopping_) {
             bool dead;
             {
                 std::lock_guard lk(dom->mu);
@@ -894,14 +928,11 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
             }
         }
         // Woken by the profiler's answer, by its end or the simulator's
-        // stop (kick()), or by the timer thread.
-        pollfd pf[2] = {{from_dm, POLLIN, 0}, {timer, POLLIN, 0}};
-        ::poll(pf, 2, -1);
+        // stop (kick()), or by the timer thread; one system call.  A
+        // wake-up left from an earlier access (a late answer, the timer's)
+        // costs one more turn of this loop.
         uint64_t cnt;
-        if (pf[0].revents & POLLIN)
-            (void)!::read(from_dm, &cnt, sizeof(cnt));
-        if (pf[1].revents & POLLIN)
-            (void)!::read(timer, &cnt, sizeof(cnt));
+        (void)!::read(from_dm, &cnt, sizeof(cnt));
     }
     if (r.dir == XEN_BUSPROF_DIR_IN)
         r.value = static_cast<uint32_t>(p->data) & ones;

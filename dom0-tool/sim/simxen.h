@@ -87,6 +87,7 @@ class SimHypervisor {
         std::shared_ptr<Conn> conn;
     };
     void shut_down(const std::vector<Worker>& workers);
+    void kick_servers();
     std::mutex threads_mu_; // threads_, and each Conn's sock against its close
     std::vector<Worker> threads_;
     std::atomic<int> next_conn_id_{1};
