@@ -114,6 +114,9 @@ struct SimHypervisor::Domain {
     // server's from_dm, open while the vCPU waits).  Made with the domain.
     std::unique_ptr<std::atomic<s_time_t>[]> wait_deadline;
     std::unique_ptr<std::atomic<int>[]> wait_fd;
+    // The wait bound of the domain's last wait (0: none yet), for the
+    // timer thread, which does not call into the hypervisor core.
+    std::atomic<unsigned> wait_bound_ms{0};
     // The busprof page, handed out as Xen would by XENMEM_acquire_resource.
     FD page_fd;
     // Xen-bound event channels, by port; port 0 is never used, as in Xen.
@@ -330,17 +333,18 @@ s_time_t SimHypervisor::scan_timers(s_time_t now, s_time_t next) {
 
 // A deadline is now + the domain's wait bound when its vCPU begins to
 // wait.  So the thread sleeps until the earliest deadline it saw, or one
-// shortest wait bound from now, whichever is first: no deadline of a vCPU
-// that begins to wait meanwhile is earlier, unless a profiler attached
-// with a shorter bound, and then that vCPU wakes the thread.  It wakes
-// about once a wait bound (1 s by default), not once an access.
+// shortest wait bound (of the domains' last waits, at most 1 s) from now,
+// whichever is first: no deadline of a vCPU that begins to wait meanwhile
+// is earlier, unless its bound is shorter than any before, and then that
+// vCPU wakes the thread.  It wakes about once a wait bound, not once an
+// access.
 void SimHypervisor::run_timers() {
     std::unique_lock lk(timer_mu_);
     while (!stopping_) {
         s_time_t now = NOW();
         unsigned shortest = 1000;
         for (auto& dom : domains_)
-            if (unsigned ms = busprof_timeout_ms(&dom->d))
+            if (unsigned ms = dom->wait_bound_ms.load(std::memory_order_relaxed))
                 shortest = std::min(shortest, ms);
         s_time_t next = scan_timers(now, now + MILLISECS(shortest));
         // A vCPU stores its deadline and then reads timer_next_, this
@@ -878,6 +882,8 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
     // Xen's set_timer(): the timer thread wakes this vCPU once the deadline
     // is past.  The wait itself is then untimed.
     std::atomic<s_time_t>& due = dom->wait_deadline[c.vcpu];
+    if (dom->wait_bound_ms.load(std::memory_order_relaxed) != timeout_ms)
+        dom->wait_bound_ms.store(timeout_ms, std::memory_order_relaxed);
     dom->wait_fd[c.vcpu].store(from_dm);
     due.store(deadline);
     if (deadline < timer_next_.load())
