@@ -2,6 +2,7 @@
 // busprof daemon DOMAIN: profile one guest domain.
 #include "daemon.h"
 #include "cmd.h"
+#include "signal_thread.h"
 
 #include <csignal>
 #include <cstdio>
@@ -83,12 +84,7 @@ void setup_daemon(CLI::App& app, Globals& g, Runner& run) {
             sigaddset(&set, SIGINT);
             pthread_sigmask(SIG_BLOCK, &set, nullptr);
             Daemon d(*cfg);
-            std::thread([&d, set] {
-                pthread_setname_np(pthread_self(), "bp-signal");
-                int sig;
-                sigwait(&set, &sig);
-                d.stop("signal");
-            }).detach();
+            SignalThread on_signal(set, "bp-signal", [&d] { d.stop("signal"); });
             // The guest is served from run() on: never wait long on the DB here.
             int64_t sid = d.session_id(200);
             std::fprintf(stderr, "busprof: profiling domain %s (id %u), session %s, DB %s\n",

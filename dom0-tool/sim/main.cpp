@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // busprof-simxen: the simulated hypervisor as a process.
 #include "error.h"
+#include "signal_thread.h"
 #include "simxen.h"
 
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
 #include <sys/signalfd.h>
-#include <thread>
 
 int main(int argc, char** argv) {
     CLI::App app{"busprof-simxen: simulated Xen hosting the busprof hypervisor code"};
@@ -33,12 +33,7 @@ int main(int argc, char** argv) {
         sigaddset(&set, SIGINT);
         pthread_sigmask(SIG_BLOCK, &set, nullptr);
         busprof::sim::SimHypervisor sim(socket, cfgs);
-        std::thread waiter([&] {
-            int sig;
-            sigwait(&set, &sig);
-            sim.stop();
-        });
-        waiter.detach();
+        busprof::SignalThread on_signal(set, "simxen-signal", [&sim] { sim.stop(); });
         std::fprintf(stderr, "busprof-simxen: serving %zu domain(s) on %s\n", cfgs.size(),
                      socket.c_str());
         sim.run();
