@@ -4,10 +4,10 @@
  * at any of them.  A guest thread's OUT faults (no I/O permission: SIGSEGV);
  * its handler sends a message on a SOCK_SEQPACKET socket to a "hypervisor"
  * process, whose thread for that vCPU writes an eventfd to a "profiler"
- * process; the profiler waits on every vCPU's eventfd with one poll(), as
- * busprof's daemon does, and writes the vCPU's answer eventfd back; the
- * hypervisor thread replies on the socket and the handler skips the
- * instruction.  busprof's simulator, daemon and guest library take the same
+ * process and waits for the answer in one blocking read() of another; the
+ * profiler waits on every vCPU's eventfd with one poll(), as busprof's
+ * daemon does, and writes the vCPU's answer eventfd back; the hypervisor
+ * thread replies on the socket and the handler skips the instruction.  busprof's simulator, daemon and guest library take the same
  * hops and add the hypervisor core, the ioreq page, the bus access, the
  * stamps and the record.
  * usage: bare_chain ACCESSES THREADS
@@ -71,14 +71,14 @@ static void *hv_vcpu(void *arg)
 
     while ( recv(srv_sock[v], &m, sizeof(m), 0) == sizeof(m) )
     {
-        struct pollfd p = { from_dm[v], POLLIN, 0 };
+        ssize_t n;
 
         if ( write(to_dm[v], &one, sizeof(one)) != sizeof(one) )
             break;
-        while ( poll(&p, 1, -1) < 0 && errno == EINTR )
+        /* The answer: one blocking read, as busprof's simulator waits. */
+        while ( (n = read(from_dm[v], &cnt, sizeof(cnt))) < 0 && errno == EINTR )
             ;
-        if ( read(from_dm[v], &cnt, sizeof(cnt)) != sizeof(cnt) ||
-             send(srv_sock[v], &m, sizeof(m), 0) != sizeof(m) )
+        if ( n != sizeof(cnt) || send(srv_sock[v], &m, sizeof(m), 0) != sizeof(m) )
             break;
     }
     return NULL;
