@@ -4,13 +4,15 @@
  * at any of them.  A guest thread's OUT faults (no I/O permission: SIGSEGV);
  * its handler sends a message on a SOCK_SEQPACKET socket to a "hypervisor"
  * process, whose thread for that vCPU writes an eventfd to a "profiler"
- * process and waits for the answer in one blocking read() of another; the
- * profiler waits on every vCPU's eventfd with one poll(), as busprof's
- * daemon does, and writes the vCPU's answer eventfd back; the hypervisor
- * thread replies on the socket and the handler skips the instruction.  busprof's simulator, daemon and guest library take the same
+ * process and waits for the answer on another; the profiler waits on every
+ * vCPU's eventfd with one poll(), as busprof's daemon does, and writes the
+ * vCPU's answer eventfd back; the hypervisor thread replies on the socket
+ * and the handler skips the instruction.  The hypervisor thread waits in
+ * one blocking read() (WAIT read, as busprof's simulator does) or in poll()
+ * and then read() (WAIT poll): neither is faster at every vCPU count.  busprof's simulator, daemon and guest library take the same
  * hops and add the hypervisor core, the ioreq page, the bus access, the
  * stamps and the record.
- * usage: bare_chain ACCESSES THREADS
+ * usage: bare_chain ACCESSES THREADS [read|poll]
  * prints WAIT_NS p50 P p99 P p999 P max P and ELAPSED_NS E, as trap_guest.
  */
 #define _GNU_SOURCE
@@ -32,6 +34,7 @@
 #define MAX_THREADS 8
 
 static int guest_sock[MAX_THREADS], srv_sock[MAX_THREADS];
+static int wait_poll;
 static int to_dm[MAX_THREADS], from_dm[MAX_THREADS];
 static __thread int my_sock = -1;
 
@@ -75,7 +78,13 @@ static void *hv_vcpu(void *arg)
 
         if ( write(to_dm[v], &one, sizeof(one)) != sizeof(one) )
             break;
-        /* The answer: one blocking read, as busprof's simulator waits. */
+        if ( wait_poll )
+        {
+            struct pollfd p = { from_dm[v], POLLIN, 0 };
+
+            while ( poll(&p, 1, -1) < 0 && errno == EINTR )
+                ;
+        }
         while ( (n = read(from_dm[v], &cnt, sizeof(cnt))) < 0 && errno == EINTR )
             ;
         if ( n != sizeof(cnt) || send(srv_sock[v], &m, sizeof(m), 0) != sizeof(m) )
@@ -144,9 +153,11 @@ int main(int argc, char **argv)
     struct job jobs[MAX_THREADS];
     uint64_t *all, t0, elapsed;
 
-    if ( n < 1 || threads < 1 || threads > MAX_THREADS )
+    wait_poll = argc > 3 && !strcmp(argv[3], "poll");
+    if ( n < 1 || threads < 1 || threads > MAX_THREADS ||
+         (argc > 3 && !wait_poll && strcmp(argv[3], "read")) )
     {
-        fprintf(stderr, "usage: bare_chain ACCESSES THREADS(1-%d)\n", MAX_THREADS);
+        fprintf(stderr, "usage: bare_chain ACCESSES THREADS(1-%d) [read|poll]\n", MAX_THREADS);
         return 2;
     }
     for ( v = 0; v < threads; v++ )
