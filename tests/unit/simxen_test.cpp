@@ -98,6 +98,22 @@ class SimXen : public ::testing::Test {
         EXPECT_EQ(call(s.get(), m).m.rc, 0);
         return s;
     }
+    // dom0 lets domain 1 access the UART's ports (0x3f8-0x3ff); the rc.
+    static int32_t allow_uart(int d0) {
+        xen_busprof_policy pol{};
+        pol.domid = 1;
+        pol.first = 0x3f8;
+        pol.last = 0x3ff;
+        return hypercall(d0, XEN_BUSPROF_policy_allow, pol).m.rc;
+    }
+    // A guest's one-byte IN from the UART's data port.
+    static bp_sim_msg uart_in() {
+        bp_sim_msg io = msg(BP_SIM_PIO);
+        io.port = 0x3f8;
+        io.size = 1;
+        io.dir = XEN_BUSPROF_DIR_IN;
+        return io;
+    }
     FD dom0() { return hello(BP_SIM_ROLE_DOM0, sim->socket_path()); }
     FD guest() { return hello(BP_SIM_ROLE_GUEST, sim->domain_socket_path(1)); }
 
@@ -149,11 +165,7 @@ class SimXen : public ::testing::Test {
 // client's message: fuzz_simxen's finding).
 TEST_F(SimXen, AccessPendingWhenItsProfilerGoesCompletesAtOnce) {
     FD d0 = dom0();
-    xen_busprof_policy pol{};
-    pol.domid = 1;
-    pol.first = 0x3f8;
-    pol.last = 0x3ff;
-    ASSERT_EQ(hypercall(d0.get(), XEN_BUSPROF_policy_allow, pol).m.rc, 0);
+    ASSERT_EQ(allow_uart(d0.get()), 0);
     FD g = guest();
 
     for (int round = 0; round < 200; round++) {
@@ -165,10 +177,7 @@ TEST_F(SimXen, AccessPendingWhenItsProfilerGoesCompletesAtOnce) {
         xen_busprof_trap t{0x3f8, 0x3ff, 0};
         ASSERT_EQ(hypercall(g.get(), XEN_BUSPROF_start_trap, t).m.rc, 0);
 
-        bp_sim_msg io = msg(BP_SIM_PIO);
-        io.port = 0x3f8;
-        io.size = 1;
-        io.dir = XEN_BUSPROF_DIR_IN;
+        bp_sim_msg io = uart_in();
         send_msg(g.get(), &io, sizeof(io));
         // The access reaches the profiler...
         auto until = Clock::now() + std::chrono::seconds(5);
@@ -200,11 +209,7 @@ TEST_F(SimXen, AccessPendingWhenItsProfilerGoesCompletesAtOnce) {
 // vCPU at its next look).
 TEST_F(SimXen, AnAccessTheProfilerNeverAnswersEndsAtItsWaitBound) {
     FD d0 = dom0();
-    xen_busprof_policy pol{};
-    pol.domid = 1;
-    pol.first = 0x3f8;
-    pol.last = 0x3ff;
-    ASSERT_EQ(hypercall(d0.get(), XEN_BUSPROF_policy_allow, pol).m.rc, 0);
+    ASSERT_EQ(allow_uart(d0.get()), 0);
     FD g = guest();
 
     for (int bound : {200, 1200}) {
@@ -216,10 +221,7 @@ TEST_F(SimXen, AnAccessTheProfilerNeverAnswersEndsAtItsWaitBound) {
         // Well inside the timer thread's sleep (up to 1 s with no profiler).
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
 
-        bp_sim_msg io = msg(BP_SIM_PIO);
-        io.port = 0x3f8;
-        io.size = 1;
-        io.dir = XEN_BUSPROF_DIR_IN;
+        bp_sim_msg io = uart_in();
         auto t0 = Clock::now();
         send_msg(g.get(), &io, sizeof(io));
         Reply r = recv_reply(g.get(), 10000);
