@@ -730,9 +730,18 @@ std::string Daemon::control(const std::string& line) {
         return std::string("ERR ") + e.what() + "\nHINT " + e.hint() + "\n";
     }
     if (cmd == ControlCommand::flush) {
-        if (writer_->flush(10000))
-            return "OK\n";
-        return "ERR the trace DB cannot be written: " + writer_->last_error() + "\n";
+        // In steps, so that a writer that cannot write (another connection
+        // holds the DB's lock, a full disk: it retries every 100 ms) is
+        // told at once, not after a wait that holds this socket's other
+        // clients (a stop, a status, busprof top's frames) as long.
+        for (int waited = 0;; waited += 100) {
+            if (writer_->flush(100))
+                return "OK\n";
+            std::string err = writer_->last_error();
+            if (!err.empty() || waited >= 10000)
+                return "ERR the trace DB cannot be written: " +
+                       (err.empty() ? std::string("not written within 10 s") : err) + "\n";
+        }
     }
     auto req = std::make_shared<Request>();
     req->cmd = cmd;

@@ -168,7 +168,9 @@ def full_queue_counts_every_drop(rig):
 
 def disk_full_keeps_serving_and_reports_loss(rig):
     """The DB on a full filesystem: the guest is served, `busprof status`
-    and `stop` work, and once space returns the loss is in the DB; with no
+    and `stop` work, `busprof flush` fails at once saying why (it does not
+    hold the control socket while the writer retries), and once space
+    returns the loss is in the DB; with no
     space, SIGTERM still ends the daemon in bounded time with the loss
     on stderr and in the exit status."""
     if os.geteuid() != 0:
@@ -197,6 +199,11 @@ def disk_full_keeps_serving_and_reports_loss(rig):
         fill()
         cycle(rig, 1000, 1)  # served although nothing can be written
         assert "state profiling" in status(rig)
+        t0 = time.time()
+        r = rig.busprof("flush", "--socket", rig.ctl_sock, check=False)
+        took = time.time() - t0
+        assert r.returncode == 1 and "the trace DB cannot be written" in r.stderr, r.stderr
+        assert took < 3, took
         rig.busprof("stop", "--socket", rig.ctl_sock)
         assert "state stopped" in status(rig)
         os.unlink(filler)  # space returns
