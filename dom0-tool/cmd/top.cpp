@@ -122,7 +122,7 @@ std::vector<PortRow> interval(Db& db, int64_t session, int64_t& last_id, double 
 }
 
 std::string frame(const std::map<std::string, std::string>& st, const std::vector<PortRow>& rows,
-                  double seconds, SortBy sort, bool interactive) {
+                  double seconds, SortBy sort, bool interactive, const std::string& note) {
     auto get = [&](const char* k) {
         auto it = st.find(k);
         return it == st.end() ? std::string("?") : it->second;
@@ -134,9 +134,9 @@ std::string frame(const std::map<std::string, std::string>& st, const std::vecto
     o << "recorded " << get("recorded") << "  dropped " << get("dropped") << "  unrecorded "
       << get("unrecorded") << "  timeouts " << get("timeouts") << "  traps " << get("traps")
       << "  queue " << get("queue") << "\n";
-    std::snprintf(buf, sizeof(buf), "last %.1f s, sorted by %s%s\n\n", seconds, sort_name(sort),
+    std::snprintf(buf, sizeof(buf), "last %.1f s, sorted by %s%s", seconds, sort_name(sort),
                   interactive ? "  [s] sort  [p] pause/resume  [q] quit" : "");
-    o << buf;
+    o << buf << note << "\n\n";
     std::snprintf(buf, sizeof(buf), "%6s %-3s %9s %9s %11s %11s %11s %11s %6s %8s\n", "port", "dir",
                   "accesses", "per_s", "bus_p50_ns", "bus_p99_ns", "ovh_p50_ns", "ovh_p99_ns",
                   "errors", "timeouts");
@@ -209,6 +209,7 @@ void setup_top(CLI::App& app, Globals& g, Runner& run) {
     c->callback([&g, &run, interval_s, batch, iterations, db_path, sort] {
         run = [&g, interval_s, batch, iterations, db_path, sort] {
             const auto timeout = std::chrono::milliseconds(5000);
+            const auto kFlushWait = std::chrono::milliseconds(2000);
             auto st = parse_status(daemon_request(g.socket, "status", timeout));
             std::string path = db_path->empty() ? st["db"] : *db_path;
             Db db = Db::open(path, false);
@@ -231,6 +232,7 @@ void setup_top(CLI::App& app, Globals& g, Runner& run) {
                 if (s.step())
                     last_id = sqlite3_column_int64(s.get(), 0);
             }
+            std::string note;
             auto t_prev = std::chrono::steady_clock::now();
             for (uint64_t n = 0; !g_quit && (!*iterations || n < *iterations); n++) {
                 // Wait out the interval, reacting to keys meanwhile.
@@ -265,13 +267,25 @@ void setup_top(CLI::App& app, Globals& g, Runner& run) {
                 auto now = std::chrono::steady_clock::now();
                 double secs = std::chrono::duration<double>(now - t_prev).count();
                 t_prev = now;
+                // What the daemon recorded until now, written: records wait
+                // for the writer's next burst (up to --burst-ms), and a frame
+                // would otherwise count them when they were written, in lumps.
+                // Where the DB cannot be written (another connection holds
+                // its lock, a full disk) the daemon says so at once, and the
+                // frame shows what was written.
+                note.clear();
+                try {
+                    daemon_request(g.socket, "flush", kFlushWait);
+                } catch (const UserError& e) {
+                    note = std::string("  (not flushed: ") + e.what() + ")";
+                }
                 st = parse_status(daemon_request(g.socket, "status", timeout));
                 if (int64_t s = std::stoll(st["session"]); s != session) {
                     session = s; // a rearm: the new session from its start
                     last_id = 0;
                 }
                 auto rows = interval(db, session, last_id, secs, by);
-                std::string f = frame(st, rows, secs, by, interactive);
+                std::string f = frame(st, rows, secs, by, interactive, note);
                 if (interactive)
                     std::fputs("\x1b[H\x1b[2J", stdout);
                 std::fputs(f.c_str(), stdout);

@@ -15,7 +15,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_test import Rig, Skip, query, run_cases  # noqa: E402
+from daemon_test import plain_guest  # noqa: E402
+from e2e_test import DOMAIN, Rig, Skip, query, run_cases  # noqa: E402
 
 PORTS = "0x3f8-0x3ff,0x70-0x71,0x300-0x30f"
 ROW = re.compile(r"^0x([0-9a-f]{4}) (in |out)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)"
@@ -127,6 +128,26 @@ def batch_frames_count_what_the_trace_holds(rig):
     rig.stop_daemon()
 
 
+def frames_count_accesses_the_writer_has_not_committed(rig):
+    """The writer commits in bursts (here one a minute, --burst-ms): each
+    frame has the daemon flush first, so it counts the accesses made
+    before it, not the ones the writer happened to have committed."""
+    rig.policy(PORTS)
+    rig.start_daemon("--burst-ms", "60000")
+    rig.busprof("trap", DOMAIN, "--ports", "0x3f8-0x3ff", "--sim-socket", rig.sim_sock)
+    top = rig.spawn([rig.exe("dom0-tool/busprof"), "top", "--socket", rig.ctl_sock, "--batch",
+                     "--interval", "0.25", "--iterations", "24"])
+    time.sleep(0.2)  # top has taken the trace's end as its start
+    made = plain_guest(rig, 20)  # accesses, and no note that would commit them
+    out, err = top.communicate(timeout=60)
+    assert top.returncode == 0, err
+    assert "not flushed" not in out, out
+    seen = sum(int(m[2]) for m in ROW.findall(out))
+    assert seen == made, (seen, made, out[-2000:])
+    rig.stop_daemon()
+    assert query(rig.db, "SELECT count(*) FROM transactions") == [(made,)]
+
+
 def no_daemon_is_a_clear_error(rig):
     r = rig.busprof("top", "--socket", os.path.join(rig.dir, "none.sock"), "--batch",
                     check=False)
@@ -136,6 +157,7 @@ def no_daemon_is_a_clear_error(rig):
 
 CASES = {f.__name__: f for f in (live_view_follows_the_daemon_and_its_keys,
                                  batch_frames_count_what_the_trace_holds,
+                                 frames_count_accesses_the_writer_has_not_committed,
                                  no_daemon_is_a_clear_error)}
 
 if __name__ == "__main__":
