@@ -601,6 +601,29 @@ def guest_pauses_and_resumes_the_recording(rig):
     assert n == [(0,)], n
 
 
+def records_wait_for_their_burst_unless_flushed(rig):
+    """--burst-ms: records that come slower than a burst's count wait that
+    long for their commit (a live reader sees them then), and `busprof
+    flush` commits them at once."""
+    args = ("--sim-socket", rig.sim_sock)
+    rig.policy("0x3f8-0x3ff")
+    rig.start_daemon("--burst-ms", "60000")
+    rig.busprof("trap", DOMAIN, "--ports", "0x3f8-0x3ff", *args)
+    made = plain_guest(rig, 20)  # and no note after its accesses
+    time.sleep(1.5)
+    assert query(rig.db, "SELECT count(*) FROM transactions") == [(0,)]
+    rig.busprof("flush", "--socket", rig.ctl_sock)
+    assert query(rig.db, "SELECT count(*) FROM transactions") == [(made,)]
+    rig.stop_daemon()
+    # A burst 200 ms after the first record, with no flush.
+    rig.start_daemon("--burst-ms", "200")
+    rig.busprof("trap", DOMAIN, "--ports", "0x3f8-0x3ff", *args)
+    more = plain_guest(rig, 20)
+    wait_for(lambda: query(rig.db, "SELECT count(*) FROM transactions")[0][0] == made + more,
+             timeout=5, what="the records committed by their burst")
+    rig.stop_daemon()
+
+
 CASES = {f.__name__: f for f in [
     every_routed_access_is_recorded, lost_control_messages_cost_no_access,
     timed_out_access_says_what_guest_got, guest_never_waits_on_a_locked_db,
@@ -610,7 +633,7 @@ CASES = {f.__name__: f for f in [
     stop_on_stop_trap_stops_at_the_first_stop, pause_under_live_traffic_loses_nothing,
     two_domains_into_one_db, skewed_clocks_are_flagged_not_hidden,
     dom0_traps_an_unmodified_guest, triggers_on_a_match_keep_the_pre_trigger_window,
-    guest_pauses_and_resumes_the_recording]}
+    guest_pauses_and_resumes_the_recording, records_wait_for_their_burst_unless_flushed]}
 
 
 def main():
