@@ -673,10 +673,16 @@ Writer::Writer(const std::string& path, size_t queue_capacity, size_t note_capac
     // when it restarts.
     db_.exec("PRAGMA journal_size_limit = " + std::to_string(64 << 20));
     abort_orphans();
-    thread_ = std::thread([this] {
+    // Named and at its priority before the daemon can serve anything (as
+    // the checkpointer): a thread that had not yet run was not the writer
+    // yet to top -H, perf, or a test that looked for it (8 runs of 100 of
+    // DaemonTest.TheThreadThatServesTheGuestRunsAtItsNiceValue under load).
+    std::latch started(1);
+    thread_ = std::thread([this, &started] {
         pthread_setname_np(pthread_self(), "bp-writer");
-        run();
+        run(started);
     });
+    started.wait();
 }
 
 Writer::~Writer() {
@@ -1264,7 +1270,7 @@ void Writer::answer(const ExtractRequest& r, bool db_ok) {
         extract_reply_(r, res);
 }
 
-void Writer::run() {
+void Writer::run(std::latch& started) {
     // How the writer shares a CPU with the thread that serves the guest.
     // It needs about a microsecond of CPU a record, and while a guest's
     // accesses keep that CPU busy (every thread on one CPU, accesses in a
@@ -1291,6 +1297,7 @@ void Writer::run() {
     raised_.store(set_nice(id, nice_), std::memory_order_release);
     if (::sched_getaffinity(0, sizeof(allowed_), &allowed_) != 0)
         CPU_ZERO(&allowed_);
+    started.count_down();
     // Sleeps until a note, a flush or a stop comes, at least `rows` records
     // wait, or timeout_ns (-1: none) passed.  A push or a note that comes
     // after the look below sees asleep_ set, and changes wakes_ from what

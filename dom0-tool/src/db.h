@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <latch>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -277,7 +278,7 @@ class Writer {
     };
 
     bool enqueue(Note n, bool droppable);
-    void run();
+    void run(std::latch& started); // counts started down once named and at its priority
     void gather(Work& w);
     bool commit(Work& w, std::vector<ExtractRequest>& extracts, std::string& err);
     void apply_note(Note& n, std::vector<int64_t>& rows, std::vector<ExtractRequest>& extracts);
