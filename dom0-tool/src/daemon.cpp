@@ -733,9 +733,12 @@ std::string Daemon::control(const std::string& line) {
         // In steps, so that a writer that cannot write (another connection
         // holds the DB's lock, a full disk: it retries every 100 ms) is
         // told at once, not after a wait that holds this socket's other
-        // clients (a stop, a status, busprof top's frames) as long.
+        // clients (a stop, a status, busprof top's frames) as long.  The
+        // records waited for are those queued now: a guest that goes on
+        // meanwhile must not keep moving the end.
+        const Writer::FlushMark mark = writer_->request_flush();
         for (int waited = 0;; waited += 100) {
-            if (writer_->flush(100))
+            if (writer_->flushed(mark, 100))
                 return "OK\n";
             std::string err = writer_->last_error();
             if (!err.empty() || waited >= 10000)

@@ -923,6 +923,10 @@ void Writer::request_extract(const ExtractRequest& r) {
 }
 
 bool Writer::flush(int timeout_ms) {
+    return flushed(request_flush(), timeout_ms);
+}
+
+Writer::FlushMark Writer::request_flush() {
     if (std::this_thread::get_id() == producer_.load(std::memory_order_relaxed))
         pump(true);
     uint64_t records = pushed_.load(std::memory_order_acquire);
@@ -930,10 +934,14 @@ bool Writer::flush(int timeout_ms) {
     while (upto < records && !flush_upto_.compare_exchange_weak(upto, records))
         ;
     wake();
+    std::lock_guard lk(mu_);
+    return {records, notes_in_};
+}
+
+bool Writer::flushed(const FlushMark& m, int timeout_ms) {
     std::unique_lock lk(mu_);
-    uint64_t notes = notes_in_;
     return cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] {
-        return (committed_.load() >= records && notes_done_ >= notes) || closed_;
+        return (committed_.load() >= m.records && notes_done_ >= m.notes) || closed_;
     });
 }
 

@@ -234,6 +234,15 @@ class Writer {
     // Any thread.  Waits until everything queued before the call is
     // committed; false if that did not happen within timeout_ms.
     bool flush(int timeout_ms = 10000);
+    // The same in two steps, for a caller that waits in pieces: what is
+    // queued now, with the writer told to commit it without waiting for a
+    // burst; and whether that is committed, waiting up to timeout_ms.
+    // Records queued after the request are not waited for.
+    struct FlushMark {
+        uint64_t records, notes;
+    };
+    FlushMark request_flush();
+    bool flushed(const FlushMark& m, int timeout_ms);
     // The row of a session, once created; 0 if not within timeout_ms.
     int64_t session_row(uint32_t session, int timeout_ms);
     // Transactions of a session committed so far.
