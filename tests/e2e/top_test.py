@@ -64,10 +64,15 @@ class Tmux:
 def live_view_follows_the_daemon_and_its_keys(rig):
     rig.policy(PORTS)
     rig.start_daemon()
-    g = rig.guest_async([rig.exe("tests/e2e/busprof_cycle_guest"), "4000", "2"])
     t = Tmux(rig, [rig.exe("dom0-tool/busprof"), "top", "--socket", rig.ctl_sock,
                    "--interval", "0.5"])
+    g = None
     try:
+        # The guest once top has drawn a frame, so it has taken the trace's
+        # end as its start: a guest started first could be done by then on
+        # a slow machine, and its accesses would be in no frame.
+        until(lambda: "busprof top - session" in t.pane(), 30, "top's first frame")
+        g = rig.guest_async([rig.exe("tests/e2e/busprof_cycle_guest"), "4000", "2"])
         frame = until(lambda: (lambda p: p if ROW.search(p) else None)(t.pane()), 30,
                       "a port row in top's frame")
         assert "busprof top - session 1, domain e2e-guest (id 1), profiling" in frame, frame
@@ -110,10 +115,11 @@ def batch_frames_count_what_the_trace_holds(rig):
     rig.start_daemon()
     top = rig.spawn([rig.exe("dom0-tool/busprof"), "top", "--socket", rig.ctl_sock, "--batch",
                      "--interval", "0.3", "--iterations", "8", "--sort", "port"])
-    time.sleep(0.2)  # top has taken the trace's end as its start
+    first = top.stdout.readline()  # a frame: top has taken the trace's end as its start
     r = rig.guest([rig.exe("tests/e2e/busprof_cycle_guest"), "1000", "2"], timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     out, err = top.communicate(timeout=60)
+    out = first + out
     assert top.returncode == 0, err
     assert "\x1b" not in out, "terminal codes in --batch output"
     frames = ["busprof top - " + f for f in out.split("busprof top - ")[1:]]
@@ -137,9 +143,10 @@ def frames_count_accesses_the_writer_has_not_committed(rig):
     rig.busprof("trap", DOMAIN, "--ports", "0x3f8-0x3ff", "--sim-socket", rig.sim_sock)
     top = rig.spawn([rig.exe("dom0-tool/busprof"), "top", "--socket", rig.ctl_sock, "--batch",
                      "--interval", "0.25", "--iterations", "24"])
-    time.sleep(0.2)  # top has taken the trace's end as its start
+    first = top.stdout.readline()  # a frame: top has taken the trace's end as its start
     made = plain_guest(rig, 20)  # accesses, and no note that would commit them
     out, err = top.communicate(timeout=60)
+    out = first + out
     assert top.returncode == 0, err
     assert "not flushed" not in out, out
     seen = sum(int(m[2]) for m in ROW.findall(out))
