@@ -139,8 +139,8 @@ static FD make_memfd(const char* name, size_t size, void** map) {
     return fd;
 }
 
-static FD make_eventfd() {
-    FD fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+static FD make_eventfd(int flags = EFD_NONBLOCK) {
+    FD fd(::eventfd(0, EFD_CLOEXEC | flags));
     if (!fd)
         throw_errno("eventfd");
     return fd;
@@ -698,11 +698,7 @@ void SimHypervisor::handle(Conn& c, const bp_sim_msg& m, const std::vector<uint8
         srv->ioreq = static_cast<shared_iopage_t*>(map);
         for (unsigned v = 0; v < dom->cfg.vcpus; v++) {
             srv->to_dm.push_back(make_eventfd());
-            // Blocking: the vCPU's wait is a read() of it.
-            FD from(::eventfd(0, EFD_CLOEXEC));
-            if (!from)
-                throw_errno("eventfd");
-            srv->from_dm.push_back(std::move(from));
+            srv->from_dm.push_back(make_eventfd(0)); // blocking: the vCPU's wait reads it
         }
         srv->owner = c.id;
         pass(srv->ioreq_fd.get());
