@@ -247,7 +247,12 @@ void Daemon::arm_tick(uint64_t now, int within_ms) {
 int Daemon::run() {
     raise_serving_thread();
     std::vector<Channel::Ev> evs;
-    uint64_t last_publish = now_ns();
+    // An access reads the clock twice, around the bus access, and its end
+    // is the time of the rest of the turn and the next wait's start: where
+    // dom0's kernel has no clocksource its vDSO can read (Xen's, once it
+    // finds the TSC unstable) each read is a system call through Xen.
+    uint64_t now = now_ns();
+    uint64_t last_publish = now;
     while (!stopping_ && !detached_ && !gone_) {
         evs.clear();
         bool waiting = false;
@@ -255,7 +260,7 @@ int Daemon::run() {
             waiting |= pd.valid;
         // Short waits only while a record waits for its vCPU's resume or a
         // duration trigger runs; otherwise the wake-ups come from events.
-        arm_tick(now_ns(), waiting || cfg_.triggers.duration_ns ? 20 : 200);
+        arm_tick(now, waiting || cfg_.triggers.duration_ns ? 20 : 200);
         const int wake_fds[] = {wake_.get(), tick_.get()};
         chan_->wait(wake_fds, evs);
 
@@ -279,7 +284,9 @@ int Daemon::run() {
         serve_requests();
         writer_->pump(); // notes and counters that found the writer busy
 
-        uint64_t now = now_ns();
+        now = std::exchange(served_ns_, 0);
+        if (!now)
+            now = now_ns();
         if (session_.on_tick(now))
             transition("stop", "duration", now);
         if (now - last_publish > 200000000ull) {
@@ -596,7 +603,10 @@ void Daemon::serve_ioreq(unsigned v) {
         p->data = value;
     set_ioreq_state(p, STATE_IORESP_READY);
     chan_->notify_vcpu(v);
-    now = now_ns();
+    // The bus access's end is the time of what follows (a trigger's
+    // marker, the session's start or stop): no third read of the clock.
+    now = t1 ? t1 : now_ns();
+    served_ns_ = now;
     inside.leave();
 
     Pending& pd = pending_[v];
@@ -657,9 +667,14 @@ void Daemon::queue_record(Record r) {
         return;
     }
     queue_full_reported_ = false;
-    uint64_t now = now_ns();
-    if (session_.on_recorded(now))
-        transition(nullptr, "records:" + std::to_string(cfg_.triggers.stop_after_records), now);
+    // The time matters only to a session a record count ends.
+    if (cfg_.triggers.stop_after_records) {
+        uint64_t now = now_ns();
+        if (session_.on_recorded(now))
+            transition(nullptr, "records:" + std::to_string(cfg_.triggers.stop_after_records), now);
+    } else {
+        session_.on_recorded(0);
+    }
 }
 
 void Daemon::finalize(unsigned v, bool force) {

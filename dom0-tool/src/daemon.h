@@ -133,8 +133,9 @@ class Daemon {
     std::vector<std::pair<uint16_t, uint16_t>> traps_;   // trapped now
     std::vector<std::pair<uint16_t, uint16_t>> granted_; // bus access granted
     uint64_t last_stamp_seq_[XEN_BUSPROF_MAX_VCPUS] = {};
-    FD tick_;              // timerfd: the loop's turns when no event comes
-    uint64_t tick_at_ = 0; // when it is armed for (monotonic ns); 0: not armed
+    FD tick_;                // timerfd: the loop's turns when no event comes
+    uint64_t tick_at_ = 0;   // when it is armed for (monotonic ns); 0: not armed
+    uint64_t served_ns_ = 0; // the last access's time this turn of the loop; 0: none
     int64_t tsc_offset_ = 0;
     int64_t clock_error_ns_ = 0; // +/- of tsc_offset_ (0: Xen stamps our clock)
     uint32_t seen_lost_ = 0;
