@@ -143,6 +143,15 @@ def relative_lines(outdir, name):
             problems.append(f"busprof-relative's line is malformed ({', '.join(bad)}): {m.group(0)}")
         else:
             lines.append(fields)
+    # dom0's clocksource at the start and the end of the measurement
+    # (dom0-busprof.sh's NAME.relative-sched.txt): with Xen's, each of the
+    # daemon's reads of the clock is a system call
+    sched = os.path.join(outdir, "results", name + ".relative-sched.txt")
+    cs = re.search(r"^#clocksource (\S+) (\S+)$",
+                   open(sched, errors="replace").read() if os.path.exists(sched) else "", re.M)
+    for fields in lines:
+        fields["dom0_clock"] = "-" if not cs else cs.group(1) if cs.group(1) == cs.group(2) \
+            else f"{cs.group(1)}>{cs.group(2)}"
     ended = re.search(r"^RELATIVE: exit status (\d+)", log, re.M)
     # 124, 143: busybox timeout ended it
     if not lines and not problems and ended and ended.group(1) not in ("124", "143") \
@@ -156,13 +165,15 @@ def print_relative(rows):
     print("busprof beside a plain ioreq server (busprof-relative; round trips the guest"
           " measured, ns; overhead = busprof's round trip - its bus time;"
           " ratio = overhead / the plain round trip; marked: reads in flight during busprof's"
-          " storage work, and the p99 ratio without them):")
+          " storage work, and the p99 ratio without them; dom0 clock: the clocksource"
+          " of dom0's kernel):")
     if not rows:
         print("  (no BUSPROF-RELATIVE line)")
         return
     print(f"  {'guest':<6} {'baseline':<8} {'port':>6} {'n':>5} {'plain p50/p99':>17}"
           f" {'busprof p50/p99':>17} {'bus p50/p99':>17} {'overhead p50/p99':>17}"
-          f" {'ratio p50/p99':>13} {'clock':>6} {'marked':>6} {'p99 unmarked':>12} {'status'}")
+          f" {'ratio p50/p99':>13} {'clock':>6} {'marked':>6} {'p99 unmarked':>12}"
+          f" {'dom0 clock':>10} {'status'}")
     for r in rows:
         pair = lambda a, b: f"{r.get(a, '-')}/{r.get(b, '-')}"
         print(f"  {r['guest']:<6} {r['baseline']:<8} {r.get('port', '-'):>6} {r.get('n', '-'):>5}"
@@ -172,7 +183,7 @@ def print_relative(rows):
               f" {pair('overhead_p50_ns', 'overhead_p99_ns'):>17}"
               f" {pair('ratio_p50', 'ratio_p99'):>13} {r.get('clock_p50_ns', '-'):>6}"
               f" {r.get('marked', '-'):>6} {r.get('ratio_p99_unmarked', '-'):>12}"
-              f" {r['status']}")
+              f" {r.get('dom0_clock', '-'):>10} {r['status']}")
 
 
 def check_kmod(db, sid, domid, log):

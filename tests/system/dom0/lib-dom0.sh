@@ -92,6 +92,10 @@ sched_snapshot() {
         while read -r k v; do
             case $k in cpu | processes) echo "#$k $v" ;; esac
         done < /proc/stat
+        # the kernel's clocksource: through Xen's (the TSC found unstable)
+        # every read of the clock is a system call
+        read -r v < /sys/devices/system/clocksource/clocksource0/current_clocksource &&
+            echo "#clocksource $v"
         # builtins only: a fork per task would be load of its own
         for t in /proc/[0-9]*/task/[0-9]*; do
             read -r s < "$t/schedstat" 2>/dev/null || continue
@@ -104,6 +108,7 @@ sched_snapshot() {
 # among the tasks: "#processes" says how many were forked meanwhile.)
 sched_diff() {      # A B
     awk 'NR == FNR { if ($1 ~ /^#/) for (i = 2; i <= NF; i++) h[$1, i] = $i; next }
+         $1 == "#clocksource" { print $1, h[$1, 2], $2; next }
          $1 ~ /^#/ { printf "%s", $1
                      for (i = 2; i <= NF; i++) printf " %s", $i - h[$1, i]
                      print "" }' "$1" "$2"
