@@ -12,9 +12,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -785,18 +787,23 @@ TEST_F(DaemonTest, ServingAnAccessReadsTheClockTwice) {
         }
     };
     accesses(200);
-    const uint64_t before = g_clock_reads.load();
-    constexpr int kAccesses = 2000;
-    accesses(kAccesses);
-    const uint64_t during = g_clock_reads.load() - before;
+    // The fewest reads of a few batches: a turn without an access (a tick)
+    // reads the clock once more, and a note that finds the writer's lock
+    // taken waits for it reading the clock (Writer::pump), in some batch.
+    constexpr int kBatches = 4, kAccesses = 500;
+    uint64_t fewest = UINT64_MAX;
+    for (int b = 0; b < kBatches; b++) {
+        const uint64_t before = g_clock_reads.load();
+        accesses(kAccesses);
+        fewest = std::min(fewest, g_clock_reads.load() - before);
+    }
     EXPECT_EQ(finish(), EXIT_SUCCESS);
-    // A turn of the loop without an access (a tick) reads it once more.
-    EXPECT_LE(during, 2u * kAccesses + 100)
-        << "the ioreq thread read the clock " << during << " times in " << kAccesses << " accesses";
-    EXPECT_GE(during, 2u * kAccesses) << "the bus access's two stamps";
+    EXPECT_LE(fewest, 2u * kAccesses + 10)
+        << "the ioreq thread read the clock " << fewest << " times in " << kAccesses << " accesses";
+    EXPECT_GE(fewest, 2u * kAccesses) << "the bus access's two stamps";
     EXPECT_EQ(scalar("SELECT count(*) FROM transactions WHERE status = 'ok' AND "
                      "t_bus_begin_ns > 0 AND t_bus_end_ns >= t_bus_begin_ns"),
-              2200);
+              200 + kBatches * kAccesses);
 }
 
 } // namespace
