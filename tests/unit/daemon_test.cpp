@@ -240,6 +240,17 @@ class MockBus : public Bus {
     MOCK_METHOD(void, access, (uint16_t, unsigned, bool, uint32_t*), (override));
 };
 
+// A bus that costs nothing: what the serving path does around it counts.
+struct NullBus : Bus {
+    std::string name() const override { return "null"; }
+    void grant(uint16_t, uint16_t) override {}
+    void revoke(uint16_t, uint16_t) override {}
+    void access(uint16_t, unsigned, bool write, uint32_t* v) override {
+        if (!write)
+            *v = 0x5a;
+    }
+};
+
 class DaemonTest : public ::testing::Test {
   protected:
     void SetUp() override {
@@ -284,6 +295,27 @@ class DaemonTest : public ::testing::Test {
             run_thread = std::this_thread::get_id();
             rc = daemon->run();
         });
+    }
+    // The daemon over a NullBus with COM2 trapped; its serving thread first
+    // calls `count` (which turns on a count of that thread's calls).
+    void start_on_null_bus(void (*count)()) {
+        cfg.bus_factory = [] { return std::unique_ptr<Bus>(new NullBus); };
+        daemon = std::make_unique<Daemon>(cfg);
+        runner = std::thread([this, count] {
+            count();
+            rc = daemon->run();
+        });
+        chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
+        chan->report({Channel::Ev::ring, 0});
+    }
+    // n accesses to COM2 served and resumed, on alternate vCPUs, reads and
+    // writes alternating.
+    void null_bus_accesses(int n) {
+        for (int i = 0; i < n; i++) {
+            unsigned v = static_cast<unsigned>(i) % kVcpus;
+            chan->send(v, 0x2f8 + (i & 7), (i & 1) != 0, static_cast<uint32_t>(i & 0xff));
+            chan->resume(v);
+        }
     }
     int finish() {
         daemon->stop("test");
@@ -716,41 +748,16 @@ TEST_F(DaemonTest, XenDetachingEndsTheRun) {
     EXPECT_EQ(scalar("SELECT count(*) FROM events WHERE kind = 'detached'"), 1);
 }
 
-// A bus that costs nothing: what the serving path does around it counts.
-struct NullBus : Bus {
-    std::string name() const override { return "null"; }
-    void grant(uint16_t, uint16_t) override {}
-    void revoke(uint16_t, uint16_t) override {}
-    void access(uint16_t, unsigned, bool write, uint32_t* v) override {
-        if (!write)
-            *v = 0x5a;
-    }
-};
-
 // The ioreq thread serves and records an access without allocating: no
 // per-message allocation on the trap path (issue 10).  Counted over 2000
 // accesses after the first ones (the vectors it reuses grow once); the
 // counters it publishes every 200 ms may allocate, so a few are allowed.
 // Before, an empty std::deque per turn of its loop made two per access.
 TEST_F(DaemonTest, ServingAnAccessAllocatesNothing) {
-    cfg.bus_factory = [] { return std::unique_ptr<Bus>(new NullBus); };
-    daemon = std::make_unique<Daemon>(cfg);
-    runner = std::thread([this] {
-        t_count_allocations = true;
-        rc = daemon->run();
-    });
-    chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
-    chan->report({Channel::Ev::ring, 0});
-    auto accesses = [this](int n) {
-        for (int i = 0; i < n; i++) {
-            unsigned v = static_cast<unsigned>(i) % kVcpus;
-            chan->send(v, 0x2f8 + (i & 7), (i & 1) != 0, static_cast<uint32_t>(i & 0xff));
-            chan->resume(v);
-        }
-    };
-    accesses(200);
+    start_on_null_bus([] { t_count_allocations = true; });
+    null_bus_accesses(200);
     const uint64_t before = g_allocations.load();
-    accesses(2000);
+    null_bus_accesses(2000);
     const uint64_t during = g_allocations.load() - before;
     EXPECT_EQ(finish(), EXIT_SUCCESS);
     EXPECT_LE(during, 20u) << "the ioreq thread allocated " << during << " times in 2000 accesses";
@@ -764,22 +771,8 @@ TEST_F(DaemonTest, ServingAnAccessAllocatesNothing) {
 // notify, when the record was queued and at the end of each turn.
 TEST_F(DaemonTest, ServingAnAccessReadsTheClockTwice) {
     ASSERT_NE(g_resolved_at_start, nullptr);
-    cfg.bus_factory = [] { return std::unique_ptr<Bus>(new NullBus); };
-    daemon = std::make_unique<Daemon>(cfg);
-    runner = std::thread([this] {
-        t_count_clock_reads = true;
-        rc = daemon->run();
-    });
-    chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
-    chan->report({Channel::Ev::ring, 0});
-    auto accesses = [this](int n) {
-        for (int i = 0; i < n; i++) {
-            unsigned v = static_cast<unsigned>(i) % kVcpus;
-            chan->send(v, 0x2f8 + (i & 7), (i & 1) != 0, static_cast<uint32_t>(i & 0xff));
-            chan->resume(v);
-        }
-    };
-    accesses(200);
+    start_on_null_bus([] { t_count_clock_reads = true; });
+    null_bus_accesses(200);
     // The fewest reads of a few batches: a turn without an access (a tick)
     // reads the clock once more, and a note that finds the writer's lock
     // taken waits for it reading the clock (Writer::pump), in some batch.
@@ -787,7 +780,7 @@ TEST_F(DaemonTest, ServingAnAccessReadsTheClockTwice) {
     uint64_t fewest = UINT64_MAX;
     for (int b = 0; b < kBatches; b++) {
         const uint64_t before = g_clock_reads.load();
-        accesses(kAccesses);
+        null_bus_accesses(kAccesses);
         fewest = std::min(fewest, g_clock_reads.load() - before);
     }
     EXPECT_EQ(finish(), EXIT_SUCCESS);
