@@ -31,8 +31,9 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
     else
         throw UserError("unknown bus '" + cfg_.bus + "'", "use --bus sim or --bus port");
 
-    writer_ = std::make_unique<Writer>(cfg_.db, cfg_.queue_capacity, cfg_.note_capacity,
-                                       cfg_.writer_nice, cfg_.burst_ms);
+    writer_ =
+        std::make_unique<Writer>(cfg_.db, cfg_.queue_capacity, cfg_.note_capacity, cfg_.writer_nice,
+                                 cfg_.burst_ms, cfg_.burst_rows, cfg_.writer_rtprio);
     hv_ = cfg_.hypervisor_factory ? cfg_.hypervisor_factory()
                                   : make_hypervisor(cfg_.backend, cfg_.sim_socket);
     dom_ = hv_->lookup(cfg_.domain);

@@ -41,7 +41,9 @@ struct DaemonConfig {
     size_t queue_capacity = 65536;
     size_t note_capacity = 4096;
     int writer_nice = Writer::kDefaultWriterNice;
-    int burst_ms = Writer::kBurstMs; // longest a record waits for its commit
+    int burst_ms = Writer::kBurstMs;                  // longest a record waits for its commit
+    size_t burst_rows = Writer::kBurstRows;           // records that make a burst
+    int writer_rtprio = Writer::kDefaultWriterRtprio; // a burst's SCHED_FIFO priority, 0: none
     // The nice value of the thread that serves the guest (Daemon::run):
     // --serve-nice, exactly; unset, on Xen at most kXenServeNice (above
     // dom0's other work, below the writer's bursts), on the simulator, whose

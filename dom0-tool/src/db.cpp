@@ -518,6 +518,22 @@ bool set_nice(int tid, int nice) {
     return ::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), nice) == 0;
 }
 
+namespace {
+// Set on the writer's thread while a burst's commit runs at a real-time
+// priority (Writer::raise_for_burst).
+thread_local bool t_burst_rt = false;
+
+// Back to SCHED_OTHER, at the nice value the thread had (the kernel keeps
+// it across the policy's change), if a burst raised it.
+void lower_from_burst() {
+    if (!t_burst_rt)
+        return;
+    sched_param sp{};
+    (void)::sched_setscheduler(0, SCHED_OTHER, &sp);
+    t_burst_rt = false;
+}
+} // namespace
+
 void AccessGate::leave() {
     inside_.store(0, std::memory_order_seq_cst);
     if (waiters_.load(std::memory_order_seq_cst))
@@ -620,6 +636,9 @@ Checkpointer::~Checkpointer() {
 int Checkpointer::on_wal(void* self, sqlite3* db, const char* name, int pages) {
     auto* c = static_cast<Checkpointer*>(self);
     if (pages >= kOwnPages) {
+        // A copy of many pages, and its fsyncs: not at a burst's real-time
+        // priority, which is for the rows alone.
+        lower_from_burst();
         (void)sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
     } else if (pages >= kAskPages) {
         {
@@ -663,12 +682,12 @@ void Checkpointer::run() {
 }
 
 Writer::Writer(const std::string& path, size_t queue_capacity, size_t note_capacity, int nice,
-               int burst_ms)
+               int burst_ms, size_t burst_rows, int rtprio)
     : path_(path), db_(Db::open(path, true)),
       checkpointer_(std::make_unique<Checkpointer>(path, db_.get(), nice, &busy_, &gate_)),
       queue_(queue_capacity), note_capacity_(note_capacity), nice_(nice), burst_ms_(burst_ms),
-      burst_rows_(std::clamp<size_t>(queue_capacity / 4, 1, kBurstRows)),
-      pending_(std::make_unique<Summaries>()) {
+      burst_rows_(std::clamp<size_t>(queue_capacity / 4, 1, std::max<size_t>(burst_rows, 1))),
+      rtprio_(rtprio), pending_(std::make_unique<Summaries>()) {
     // A WAL that grew while the checkpointer lagged goes back to this size
     // when it restarts.
     db_.exec("PRAGMA journal_size_limit = " + std::to_string(64 << 20));
@@ -886,6 +905,22 @@ void Writer::mark_dirty(uint32_t session) {
     dirty_any_.store(true, std::memory_order_seq_cst);
 }
 
+// A burst's commit runs at SCHED_FIFO priority rtprio_ where that is
+// permitted and the writer keeps up (fewer than a burst's records wait
+// behind it); see Writer::run.  True if it was raised.
+bool Writer::raise_for_burst() {
+    if (!may_rt_ || takeable() >= burst_rows_)
+        return false;
+    sched_param sp{};
+    sp.sched_priority = rtprio_;
+    if (::sched_setscheduler(0, SCHED_FIFO, &sp) != 0) {
+        may_rt_ = false; // not permitted here: the bursts run at the nice value
+        return false;
+    }
+    t_burst_rt = true;
+    return true;
+}
+
 // Records the writer may take now (writer only): those pushed, up to the
 // first note still in the producer's outbox.
 uint64_t Writer::takeable() const {
@@ -992,7 +1027,7 @@ uint64_t Writer::close(int deadline_ms) {
 // still lands before every record pushed after it.  The notes' lock is
 // taken once per run of records, not once per record.
 void Writer::gather(Work& w) {
-    constexpr size_t kBatch = Writer::kBurstRows; // a burst in one commit
+    const size_t batch = std::max(kBurstRows, burst_rows_); // a burst in one commit
     for (;;) {
         uint64_t upto;
         {
@@ -1009,10 +1044,10 @@ void Writer::gather(Work& w) {
             if (!notes_.empty())
                 upto = std::min(upto, notes_.front().after);
         }
-        if (w.records.size() >= kBatch || popped_ >= upto)
+        if (w.records.size() >= batch || popped_ >= upto)
             return;
-        w.records.reserve(kBatch);
-        while (w.records.size() < kBatch && popped_ < upto) {
+        w.records.reserve(batch);
+        while (w.records.size() < batch && popped_ < upto) {
             auto r = queue_.try_pop();
             if (!r)
                 return;
@@ -1292,17 +1327,21 @@ void Writer::run(std::latch& started) {
     // (docs/design.md, "The writer's bursts").  So the writer sleeps while
     // records gather, kBurstRows of them or burst_ms_ after the first, and
     // then commits them at once above the daemon's priority (nice -20 by
-    // default), so that the scheduler does not cut the burst into pieces,
-    // each an access that waits.  A few accesses in a thousand wait for a
-    // burst, the others for nothing.  Where the daemon may use more than
-    // one CPU, a burst runs on another than the one the thread that serves
-    // the guest is on (keep_off_producer()).  Raising it takes
-    // a privilege (CAP_SYS_NICE, or an RLIMIT_NICE that reaches nice_);
-    // without it the writer runs at the daemon's priority, and the
-    // scheduler may cut its bursts.
+    // default), and the commit itself at SCHED_FIFO rtprio_ (1 in the
+    // daemon), so that the scheduler does not cut the burst into pieces,
+    // each an access that waits: at nice -20 alone the kernel still cut it
+    // at its ticks while the guest's threads were runnable on its CPU.  A
+    // few accesses in a thousand wait for a burst, the others for nothing.
+    // Where the daemon may use more than one CPU, a burst runs on another
+    // than the one the thread that serves the guest is on
+    // (keep_off_producer()).  Raising it takes a privilege (CAP_SYS_NICE,
+    // or an RLIMIT_NICE that reaches nice_, an RLIMIT_RTPRIO that reaches
+    // rtprio_); without it the writer runs at the daemon's priority, and
+    // the scheduler may cut its bursts.
     const int id = static_cast<int>(::gettid());
     tid_.store(id, std::memory_order_release);
     raised_.store(set_nice(id, nice_), std::memory_order_release);
+    may_rt_ = rtprio_ > 0 && ::sched_getscheduler(0) == SCHED_OTHER;
     if (::sched_getaffinity(0, sizeof(allowed_), &allowed_) != 0)
         CPU_ZERO(&allowed_);
     started.count_down();
@@ -1384,7 +1423,11 @@ void Writer::run(std::latch& started) {
         // Not inside an access of the thread that serves the guest: see
         // AccessGate.
         (void)gate_.wait_outside(AccessGate::kMaxWaitNs);
-        if (commit(w, extracts, err)) {
+        const bool rt = raise_for_burst();
+        const bool committed = commit(w, extracts, err);
+        lower_from_burst();
+        (rt ? rt_commits_ : nice_commits_).fetch_add(1, std::memory_order_release);
+        if (committed) {
             for (auto& r : extracts)
                 answer(r, true);
             busy_.ran(busy_begin_, now_ns());

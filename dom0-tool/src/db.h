@@ -203,9 +203,14 @@ class Writer {
     // nice: the nice value of the writer's threads (Writer::run says why
     // they run above the thread that serves the guest); burst_ms: how long
     // records may wait for a commit (see Writer::run).
+    // burst_rows: how many records make a burst (at most a quarter of the
+    // queue); rtprio: the SCHED_FIFO priority of a burst's commit, 0 for
+    // none (see Writer::run).
     Writer(const std::string& path, size_t queue_capacity, size_t note_capacity = 4096,
-           int nice = kDefaultWriterNice, int burst_ms = kBurstMs);
+           int nice = kDefaultWriterNice, int burst_ms = kBurstMs, size_t burst_rows = kBurstRows,
+           int rtprio = 0);
     static constexpr int kDefaultWriterNice = -20;
+    static constexpr int kDefaultWriterRtprio = 1; // the daemon's
     // Records are committed once kBurstRows of them wait (a quarter of the
     // queue, if that is less) or kBurstMs after the first of them came, and
     // at once for a note (an extract, a marker, an event, a new session), a
@@ -267,6 +272,10 @@ class Writer {
     // until the writer has started, and where that needs a privilege the
     // daemon lacks: they run at its priority then).
     bool raised() const { return raised_.load(std::memory_order_acquire); }
+    // How many commits ran at the real-time priority asked for (see
+    // Writer::run), and how many at the nice value.
+    uint64_t rt_commits() const { return rt_commits_.load(std::memory_order_acquire); }
+    uint64_t nice_commits() const { return nice_commits_.load(std::memory_order_acquire); }
 
     // Once the producer has stopped (or on its thread): stops the writer
     // thread after it committed everything queued, or, if the DB
@@ -295,6 +304,7 @@ class Writer {
     int64_t row_of(uint32_t session, const std::vector<int64_t>& rows) const;
     void abort_orphans();
     void summarise_rest(int64_t session);
+    bool raise_for_burst();
 
     std::string path_;
     Db db_;
@@ -307,7 +317,10 @@ class Writer {
     size_t note_capacity_;
     int nice_;
     int burst_ms_;
-    size_t burst_rows_;       // kBurstRows, or a quarter of the queue
+    size_t burst_rows_; // kBurstRows, or a quarter of the queue
+    int rtprio_;
+    bool may_rt_ = false; // writer only: SCHED_OTHER at start, and not refused yet
+    std::atomic<uint64_t> rt_commits_{0}, nice_commits_{0};
     std::atomic<int> tid_{0}; // the writer's thread
     std::atomic<bool> raised_{false};
     // The writer sleeps on wakes_ (a futex): with nothing to do until told,
