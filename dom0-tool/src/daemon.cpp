@@ -137,6 +137,13 @@ uint64_t Daemon::finish() {
                          " %s: %s\n",
                          static_cast<unsigned long long>(lost), cfg_.db.c_str(),
                          writer_->last_error().c_str());
+        if (writer_->rt_refused())
+            std::fprintf(stderr,
+                         "busprof: warning: the writer's commits ran at its nice value, not at"
+                         " SCHED_FIFO priority %d (--writer-rtprio): that needs CAP_SYS_NICE or an"
+                         " RLIMIT_RTPRIO of %d; where the guest's accesses keep a CPU busy, the"
+                         " scheduler may cut a burst and hold more accesses\n",
+                         cfg_.writer_rtprio, cfg_.writer_rtprio);
         writer_.reset();
     }
     return lost;

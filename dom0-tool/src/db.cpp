@@ -915,6 +915,7 @@ bool Writer::raise_for_burst() {
     sp.sched_priority = rtprio_;
     if (::sched_setscheduler(0, SCHED_FIFO, &sp) != 0) {
         may_rt_ = false; // not permitted here: the bursts run at the nice value
+        rt_refused_.store(true, std::memory_order_release);
         return false;
     }
     t_burst_rt = true;

@@ -276,6 +276,9 @@ class Writer {
     // Writer::run), and how many at the nice value.
     uint64_t rt_commits() const { return rt_commits_.load(std::memory_order_acquire); }
     uint64_t nice_commits() const { return nice_commits_.load(std::memory_order_acquire); }
+    // A real-time priority was asked for and refused (no CAP_SYS_NICE, an
+    // RLIMIT_RTPRIO below it): the bursts run at the nice value.
+    bool rt_refused() const { return rt_refused_.load(std::memory_order_acquire); }
 
     // Once the producer has stopped (or on its thread): stops the writer
     // thread after it committed everything queued, or, if the DB
@@ -321,6 +324,7 @@ class Writer {
     int rtprio_;
     bool may_rt_ = false; // writer only: SCHED_OTHER at start, and not refused yet
     std::atomic<uint64_t> rt_commits_{0}, nice_commits_{0};
+    std::atomic<bool> rt_refused_{false};
     std::atomic<int> tid_{0}; // the writer's thread
     std::atomic<bool> raised_{false};
     // The writer sleeps on wakes_ (a futex): with nothing to do until told,

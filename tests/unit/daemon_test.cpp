@@ -26,6 +26,7 @@
 
 #include <dlfcn.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -326,6 +327,7 @@ class DaemonTest : public ::testing::Test {
 
     int64_t scalar(const std::string& sql) { return Db::open(cfg.db, false).scalar(sql); }
     int serving_nice_when_started_at(int started);
+    std::string rtprio_warning(bool denied);
 
     // The factories hand out owners that forward to the objects the test
     // set expectations on, which stay alive for the whole test.
@@ -491,6 +493,58 @@ TEST_F(DaemonTest, OnXenADaemonStartedAboveThatStaysThere) {
     SKIP_UNLESS_MAY_RAISE(-15);
     cfg.backend = "xen";
     EXPECT_EQ(serving_nice_when_started_at(-15), -15);
+}
+
+// The daemon's warning, on stderr, when it ends, after one access served
+// with the writer's bursts asked at SCHED_FIFO priority 1; the writer is
+// made on a thread without CAP_SYS_NICE and RLIMIT_RTPRIO 0 if `denied`.
+std::string DaemonTest::rtprio_warning(bool denied) {
+    cfg.writer_rtprio = 1;
+    cfg.writer_nice = 0;
+    EXPECT_CALL(*bus, grant(0x2f8, 0x2ff));
+    EXPECT_CALL(*bus, access(0x2ff, 1u, true, _));
+    SoftLimit rtprio(RLIMIT_RTPRIO, 0);
+    EXPECT_TRUE(rtprio.ok());
+    std::string failed;
+    std::thread([&] {
+        if (denied)
+            failed = drop_sys_nice();
+        daemon = std::make_unique<Daemon>(cfg); // its writer's threads inherit it
+    }).join();
+    EXPECT_EQ(failed, "");
+    runner = std::thread([this] { rc = daemon->run(); });
+    chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
+    chan->send(0, 0x2ff, true, 0x5a);
+    chan->resume(0);
+    ::testing::internal::CaptureStderr();
+    EXPECT_EQ(finish(), EXIT_SUCCESS);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions"), 1);
+    const size_t at = err.find("--writer-rtprio");
+    return at == std::string::npos ? "" : err.substr(0, err.find('\n', at));
+}
+
+// A daemon whose writer may not run its commits at the real-time priority
+// asked for runs them at its nice value, and says so when it ends...
+TEST_F(DaemonTest, AWriterRefusedItsRealTimePrioritySaysSo) {
+    const std::string w = rtprio_warning(true);
+    EXPECT_NE(w.find("busprof: warning: the writer's commits ran at its nice value, not at "
+                     "SCHED_FIFO priority 1 (--writer-rtprio): that needs CAP_SYS_NICE"),
+              std::string::npos)
+        << w;
+}
+
+// ...and one that may, does not.
+TEST_F(DaemonTest, AWriterGivenItsRealTimePrioritySaysNothing) {
+    bool may = false;
+    std::thread([&] {
+        sched_param sp{};
+        sp.sched_priority = 1;
+        may = ::sched_setscheduler(0, SCHED_FIFO, &sp) == 0;
+    }).join();
+    if (!may)
+        GTEST_SKIP() << "this process may not run a thread at SCHED_FIFO (no CAP_SYS_NICE)";
+    EXPECT_EQ(rtprio_warning(false), "");
 }
 
 // A start_trap in the ring is read before the access it allows, even when
