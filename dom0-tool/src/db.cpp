@@ -523,6 +523,13 @@ namespace {
 // priority (Writer::raise_for_burst).
 thread_local bool t_burst_rt = false;
 
+// How many times the scheduler took the CPU from the calling thread while
+// it was runnable (a cut), since it started; 0 if unknown.
+long own_cuts() {
+    rusage u{};
+    return ::getrusage(RUSAGE_THREAD, &u) == 0 ? u.ru_nivcsw : 0;
+}
+
 // Back to SCHED_OTHER, at the nice value the thread had (the kernel keeps
 // it across the policy's change), if a burst raised it.
 void lower_from_burst() {
@@ -1425,7 +1432,11 @@ void Writer::run(std::latch& started) {
         // AccessGate.
         (void)gate_.wait_outside(AccessGate::kMaxWaitNs);
         const bool rt = raise_for_burst();
+        const long cuts = own_cuts();
         const bool committed = commit(w, extracts, err);
+        (rt ? rt_cuts_ : nice_cuts_)
+            .fetch_add(static_cast<uint64_t>(std::max(0L, own_cuts() - cuts)),
+                       std::memory_order_release);
         lower_from_burst();
         (rt ? rt_commits_ : nice_commits_).fetch_add(1, std::memory_order_release);
         if (committed) {
