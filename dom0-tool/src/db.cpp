@@ -1432,11 +1432,11 @@ void Writer::run(std::latch& started) {
         // AccessGate.
         (void)gate_.wait_outside(AccessGate::kMaxWaitNs);
         const bool rt = raise_for_burst();
-        const long cuts = own_cuts();
+        const long cuts = rt ? own_cuts() : 0;
         const bool committed = commit(w, extracts, err);
-        (rt ? rt_cuts_ : nice_cuts_)
-            .fetch_add(static_cast<uint64_t>(std::max(0L, own_cuts() - cuts)),
-                       std::memory_order_release);
+        if (rt)
+            rt_cuts_.fetch_add(static_cast<uint64_t>(std::max(0L, own_cuts() - cuts)),
+                               std::memory_order_release);
         lower_from_burst();
         (rt ? rt_commits_ : nice_commits_).fetch_add(1, std::memory_order_release);
         if (committed) {

@@ -276,10 +276,9 @@ class Writer {
     // Writer::run), and how many at the nice value.
     uint64_t rt_commits() const { return rt_commits_.load(std::memory_order_acquire); }
     uint64_t nice_commits() const { return nice_commits_.load(std::memory_order_acquire); }
-    // How many times the scheduler took the CPU from the writer while a
-    // commit ran (it was runnable: a cut), in the commits of each kind.
+    // How many times the scheduler took the CPU from the writer (it was
+    // runnable: a cut) while a commit ran at the real-time priority.
     uint64_t rt_commit_cuts() const { return rt_cuts_.load(std::memory_order_acquire); }
-    uint64_t nice_commit_cuts() const { return nice_cuts_.load(std::memory_order_acquire); }
     // A real-time priority was asked for and refused (no CAP_SYS_NICE, an
     // RLIMIT_RTPRIO below it): the bursts run at the nice value.
     bool rt_refused() const { return rt_refused_.load(std::memory_order_acquire); }
@@ -328,7 +327,7 @@ class Writer {
     int rtprio_;
     bool may_rt_ = false; // writer only: SCHED_OTHER at start, and not refused yet
     std::atomic<uint64_t> rt_commits_{0}, nice_commits_{0};
-    std::atomic<uint64_t> rt_cuts_{0}, nice_cuts_{0};
+    std::atomic<uint64_t> rt_cuts_{0};
     std::atomic<bool> rt_refused_{false};
     std::atomic<int> tid_{0}; // the writer's thread
     std::atomic<bool> raised_{false};

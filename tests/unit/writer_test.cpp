@@ -25,13 +25,25 @@
 namespace busprof {
 namespace {
 
-// Threads that keep every CPU busy at the caller's priority while they live.
+// Threads at the caller's priority, on its CPUs, while they live: by
+// default twice as many as the CPUs, each always busy; given a count and a
+// rest, each works for `work` and sleeps for `rest` in turn, as the threads
+// of a trapped access do (the guest's vCPUs, the simulator, the thread that
+// serves the guest).
 class Hogs {
   public:
-    Hogs() {
-        for (unsigned i = 0; i < 2 * std::max(1u, std::thread::hardware_concurrency()); i++)
-            threads_.emplace_back([this] {
+    Hogs() : Hogs(2 * std::max(1u, std::thread::hardware_concurrency())) {}
+    explicit Hogs(unsigned n, std::chrono::nanoseconds work = {},
+                  std::chrono::nanoseconds rest = {}) {
+        for (unsigned i = 0; i < n; i++)
+            threads_.emplace_back([this, work, rest] {
                 while (!stop_.load(std::memory_order_relaxed)) {
+                    if (rest.count() == 0)
+                        continue;
+                    const uint64_t until = now_ns() + static_cast<uint64_t>(work.count());
+                    while (now_ns() < until) {
+                    }
+                    std::this_thread::sleep_for(rest);
                 }
             });
     }
@@ -624,33 +636,6 @@ TEST_F(WriterTest, AWriterAllowedOneCpuStaysOnIt) {
 constexpr int kBursts = 2;
 constexpr size_t kRows = 1 << 17;
 
-// Threads on the caller's CPUs that work and sleep in short turns, as the
-// threads of a trapped access do (the guest's vCPUs, the simulator, the
-// thread that serves the guest), at the caller's priority.
-class Wakers {
-  public:
-    explicit Wakers(int n) {
-        for (int i = 0; i < n; i++)
-            threads_.emplace_back([this] {
-                while (!stop_.load(std::memory_order_relaxed)) {
-                    const uint64_t until = now_ns() + 200'000;
-                    while (now_ns() < until) {
-                    }
-                    std::this_thread::sleep_for(std::chrono::microseconds(300));
-                }
-            });
-    }
-    ~Wakers() {
-        stop_ = true;
-        for (auto& t : threads_)
-            t.join();
-    }
-
-  private:
-    std::atomic<bool> stop_{false};
-    std::vector<std::thread> threads_;
-};
-
 // kBursts bursts of kRows records, pushed from a CPU shared with threads
 // that work and sleep at the caller's priority, as the trapped access's
 // threads do: how many commits ran at SCHED_FIFO rtprio and how many times
@@ -667,7 +652,7 @@ static bool cuts_in_bursts(const std::string& db, Record r, int rtprio, Cuts& c)
     if (!w.flush() || !w.raised())
         return false;
     const int tid = w.thread_for_tests();
-    Wakers wakers(4);
+    Hogs wakers(4, std::chrono::microseconds(200), std::chrono::microseconds(300));
     uint64_t pushed = 0;
     for (int b = 0; b < kBursts; b++) {
         for (size_t i = 0; i < kRows; i++) {
