@@ -604,16 +604,23 @@ def guest_pauses_and_resumes_the_recording(rig):
 def records_wait_for_their_burst_unless_flushed(rig):
     """--burst-ms: records that come slower than a burst's count wait that
     long for their commit (a live reader sees them then), and `busprof
-    flush` commits them at once."""
+    flush` commits them at once.  A note commits the records queued before
+    it: the guest starts once the trap's notes are in (`busprof trap`
+    returns when Xen set the trap, before the daemon read of it; a writer
+    that took the notes late took the guest's first records with them)."""
     args = ("--sim-socket", rig.sim_sock)
     rig.policy("0x3f8-0x3ff")
     rig.start_daemon("--burst-ms", "60000")
     rig.busprof("trap", DOMAIN, "--ports", "0x3f8-0x3ff", *args)
+    started = "SELECT count(*) FROM markers WHERE kind = 'start'"  # the last of the trap's notes
+    wait_for(lambda: query(rig.db, started) == [(1,)], timeout=30, what="the trap's markers")
     made = plain_guest(rig, 20)  # and no note after its accesses
     time.sleep(1.5)
-    assert query(rig.db, "SELECT count(*) FROM transactions") == [(0,)]
+    n = query(rig.db, "SELECT count(*) FROM transactions")
+    assert n == [(0,)], (n, status(rig))
     rig.busprof("flush", "--socket", rig.ctl_sock)
-    assert query(rig.db, "SELECT count(*) FROM transactions") == [(made,)]
+    n = query(rig.db, "SELECT count(*) FROM transactions")
+    assert n == [(made,)], (n, made, status(rig))
     rig.stop_daemon()
     # A burst 200 ms after the first record, with no flush.
     rig.start_daemon("--burst-ms", "200")
