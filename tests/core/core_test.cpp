@@ -8,9 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 using testhost::host;
@@ -272,6 +270,7 @@ class Core : public ::testing::Test {
 
     void SetUp() override {
         testhost::reset();
+        shim_held_now = MILLISECS(1000); // NOW() moves only in pass_ms()
         dom0.domain_id = 0;
         dom0.max_vcpus = 1;
         dom0_v.vcpu_id = 0;
@@ -293,7 +292,12 @@ class Core : public ::testing::Test {
         EXPECT_EQ(guest.busprof, nullptr);
         EXPECT_TRUE(host().live_pages.empty()) << "a busprof page was not freed";
         testhost::reset();
+        shim_held_now = 0;
     }
+
+    // Time passes for the core (NOW()), as much as said, however long the
+    // test took to get here.
+    static void pass_ms(int ms) { shim_held_now += MILLISECS(ms); }
 
     template <typename T> long op(struct vcpu* v, unsigned cmd, T* arg) {
         XEN_GUEST_HANDLE_PARAM(void) h;
@@ -1590,10 +1594,12 @@ TEST_F(Extract, ARequestOlderThanTenTimeoutsIsETIMEDOUT) {
     ready(2); // timeout_ms = 2: the request may take 20 ms
     auto x = req();
     auto m = post(x);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    pass_ms(5);
     EXPECT_EQ(extract(x), -EAGAIN); // older than one timeout: still waiting
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    EXPECT_EQ(extract(x), -ETIMEDOUT);
+    pass_ms(14);
+    EXPECT_EQ(extract(x), -EAGAIN); // 19 ms
+    pass_ms(1);
+    EXPECT_EQ(extract(x), -ETIMEDOUT); // ten timeouts
     // A late answer finds no request.
     auto recs = records(1);
     EXPECT_EQ(reply(m.seq, recs, 1, 1), -ENOENT);
@@ -1606,8 +1612,10 @@ TEST_F(Extract, AnAbandonedRequestIsTakenOverAfterTwiceItsTimeout) {
     ready(1); // an extract's timeout: 10 ms
     auto x = req();
     auto m = post(x, 0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    pass_ms(19);
     auto y = req(2, 0, 0, 0x70, 0x71);
+    EXPECT_EQ(extract(y, 1), -EBUSY); // not abandoned yet
+    pass_ms(1);
     EXPECT_EQ(extract(y, 1), -EAGAIN);
     auto m2 = consume();
     ASSERT_EQ(m2.size(), 1u);

@@ -22,10 +22,19 @@ struct domain {
     void *host;                 /* the embedding program's state */
 };
 
+/*
+ * Non-zero, what NOW() returns: the core tests hold the clock, so that a
+ * bound in milliseconds they check does not depend on how long the machine
+ * took between two of their steps.  Zero elsewhere (shim/now.c).
+ */
+extern s_time_t shim_held_now;
+
 static inline s_time_t NOW(void)
 {
     struct timespec ts;
 
+    if ( shim_held_now )
+        return shim_held_now;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (s_time_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
