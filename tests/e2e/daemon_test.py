@@ -606,9 +606,9 @@ def records_wait_for_their_burst_unless_flushed(rig):
     long for their commit (a live reader sees them then), and `busprof
     flush` commits them at once.  A note commits the records queued before
     it: the guest starts once the trap's notes are in (`busprof trap`
-    returns when Xen has set the trap, maybe before the daemon has read of
-    it; a writer that took those notes late took the guest's first records
-    with them)."""
+    returns once the hypervisor has set the trap, maybe before the daemon
+    has heard of it; a writer that took those notes late took the guest's
+    first records with them)."""
     args = ("--sim-socket", rig.sim_sock)
     rig.policy("0x3f8-0x3ff")
     rig.start_daemon("--burst-ms", "60000")
