@@ -96,8 +96,14 @@ def live_view_follows_the_daemon_and_its_keys(rig):
         until(lambda: os.path.exists(t.rc_file), 10, "top's exit")
         with open(t.rc_file) as f:
             assert f.read().strip() == "TOP-EXIT 0"
-    except AssertionError as e:
-        raise AssertionError(f"{e}\n--- the terminal:\n{t.pane()}\n--- status: {status(rig)}") from e
+    except Exception as e:  # noqa: BLE001 - any failure says what top and the daemon showed
+        def shown(what):
+            try:
+                return what()
+            except Exception as f:  # noqa: BLE001
+                return f"(not available: {f!r})"
+        raise AssertionError(f"{e!r}\n--- the terminal:\n{shown(t.pane)}\n--- status: "
+                             f"{shown(lambda: status(rig))}") from e
     finally:
         t.close()
     out, err = g.communicate(timeout=300)
