@@ -30,7 +30,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     recorded INTEGER NOT NULL DEFAULT 0,   -- transactions written to this file (count)
     dropped INTEGER NOT NULL DEFAULT 0,    -- transactions served but not recorded because the record queue was full, e.g. while the DB could not be written (count)
     notes_dropped INTEGER NOT NULL DEFAULT 0, -- guest markers and events not recorded because their queue was full (count)
-    summarised INTEGER NOT NULL DEFAULT 0, -- transactions of this file counted in the summaries (latency_totals, latency_buckets): equal to recorded whenever the writer has caught up; behind it by at most 1048576 while the writer is busy, and after a daemon was killed until the file is next opened for writing (count)
+    summarised INTEGER NOT NULL DEFAULT 0, -- transactions of this file counted in the summaries (latency_totals, latency_buckets), the first ones of the session: behind recorded by the rows its writer committed in the last second (at most 1048576), equal to it after a flush (busprof flush, an extract) and once the session stopped; a daemon killed in between leaves it behind until the file is next opened for writing (count)
     unrecorded INTEGER NOT NULL DEFAULT 0, -- accesses served while not profiling: configured, paused or stopped (count)
     timeouts INTEGER NOT NULL DEFAULT 0,   -- accesses Xen completed without the daemon (count)
     clock_error_ns INTEGER,            -- how closely the daemon related Xen's stamp clock to CLOCK_MONOTONIC at attach: the offset is right within +/- this (ns); 0 when the hypervisor stamps CLOCK_MONOTONIC itself (the simulator)
@@ -94,13 +94,16 @@ CREATE TABLE IF NOT EXISTS events (
 );
 
 -- Running totals per session, domain, port and direction over 'ok'
--- transactions, kept by the daemon's writer: it adds the rows to them in
--- the SQLite transaction that commits the rows whenever it has caught up,
--- else at least every 1048576 rows, so they agree with the transactions
--- table whenever sessions.summarised = sessions.recorded.  A daemon killed
--- in between leaves rows out until the file is next opened for writing,
--- which adds them.  Bus time and overhead as in port_latency; overhead
--- over the rows with clock_skewed = 0 only.  Since schema version 5.
+-- transactions, kept by the daemon's writer: it adds the rows it committed
+-- to them at most every second while it records (every 1048576 rows if
+-- that comes first), at once with the rows of a flush (busprof flush, an
+-- extract) and when a session stops, so they agree with the transactions
+-- table whenever sessions.summarised = sessions.recorded; the rows they
+-- lag are the last recorded - summarised of each session, which busprof
+-- stats reads one by one.  A daemon killed in between leaves rows out until
+-- the file is next opened for writing, which adds them.  Bus time and
+-- overhead as in port_latency; overhead over the rows with clock_skewed =
+-- 0 only.  Since schema version 5.
 CREATE TABLE IF NOT EXISTS latency_totals (
     session_id INTEGER NOT NULL REFERENCES sessions(id), -- session the transactions belong to
     domid INTEGER NOT NULL,            -- Xen domain id
@@ -171,8 +174,9 @@ GROUP BY domid, port, dir;
 -- min_ns, max_ns and mean_overhead_ns are exact; a percentile is the middle
 -- of the bucket that holds the nearest-rank value (kept within min_ns and
 -- max_ns), within 1/256 (0.39 %) of the exact one.  It covers the rows
--- counted in sessions.summarised (all of them once the writer has caught
--- up); empty for a trace of schema version 4 or older.
+-- counted in sessions.summarised (while a daemon records, all but those of
+-- the last second: busprof stats adds them); empty for a trace of schema
+-- version 4 or older.
 CREATE VIEW IF NOT EXISTS port_latency_summary AS
 WITH b AS (
     SELECT domid, port, dir, metric, lo_ns + (hi_ns - lo_ns + 1) / 2 AS mid_ns,

@@ -65,12 +65,19 @@ void setup_stats(CLI::App& app, Globals& g, Runner& run) {
             Grouping group = *by == "vcpu"   ? Grouping::vcpu
                              : *by == "task" ? Grouping::task
                                              : Grouping::port;
+            // One snapshot of the file for the counts, the lag and the
+            // table: a daemon may be writing it.
+            db.exec("BEGIN");
             std::string why;
             bool from_rows = latency_exact(db, *sel, group, *exact, &why);
             if (!why.empty())
                 std::cerr << "busprof: " << why << "\n";
-            if (!print_query(db.get(), latency_sql(*sel, group, from_rows), parse_format(*format),
-                             std::cout))
+            const std::vector<SummaryLag> tails =
+                from_rows ? std::vector<SummaryLag>{} : summary_lag(db, *sel);
+            const bool any = print_query(db.get(), latency_sql(*sel, group, from_rows, tails),
+                                         parse_format(*format), std::cout);
+            db.exec("COMMIT");
+            if (!any)
                 none();
             else if (!from_rows)
                 std::cerr << "busprof: percentiles from the summaries, within 1/256 (0.4 %) of"

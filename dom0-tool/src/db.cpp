@@ -976,15 +976,18 @@ Writer::FlushMark Writer::request_flush() {
     uint64_t upto = flush_upto_.load(std::memory_order_seq_cst);
     while (upto < records && !flush_upto_.compare_exchange_weak(upto, records))
         ;
+    const uint64_t summaries = summary_asks_.fetch_add(1, std::memory_order_seq_cst) + 1;
     wake();
     std::lock_guard lk(mu_);
-    return {records, notes_in_};
+    return {records, notes_in_, summaries};
 }
 
 bool Writer::flushed(const FlushMark& m, int timeout_ms) {
     std::unique_lock lk(mu_);
     return cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] {
-        return (committed_.load() >= m.records && notes_done_ >= m.notes) || closed_;
+        return (committed_.load() >= m.records && notes_done_ >= m.notes &&
+                summary_answers_.load(std::memory_order_relaxed) >= m.summaries) ||
+               closed_;
     });
 }
 
@@ -1123,6 +1126,9 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
         dirty_any_.store(false, std::memory_order_seq_cst);
     }
     std::map<uint32_t, uint64_t> per_session;
+    // The flushes asked so far: the rows they wait for are in this commit
+    // or an earlier one.
+    const uint64_t asks = summary_asks_.load(std::memory_order_seq_cst);
     Summaries summaries; // of this commit's rows
     bool write_summaries = false;
     bool stopping = std::any_of(counters.begin(), counters.end(),
@@ -1181,16 +1187,23 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
             rec.step();
             rec.reset();
         }
-        // The summaries go with the rows when the writer has caught up (the
-        // queue is empty: a reader sees them agree), and at least every
-        // kSummaryEvery rows while it has not: a commit of 4096 rows may
-        // touch thousands of buckets, and fewer, larger updates of them
-        // keep the writer near the speed of a bare insert loop.  A session
-        // that stops (its row loses its owner) has all its rows in them, so
-        // only the sessions of dead daemons can lag (see abort_orphans).
+        // The summaries go with the rows of a flush (and a flush that
+        // finds rows committed without them asks for them), of a session
+        // that stops and of the writer's close, and otherwise at most every
+        // summary_ns_ (kSummaryMs), or every kSummaryEvery rows if that
+        // comes first: a commit of a few thousand rows touches hundreds of
+        // buckets, and writing them at every commit took a fifth of the
+        // writer's CPU (docs/design.md, "The summaries").  A reader that
+        // wants every row (busprof stats) adds the rows they lag, the last
+        // recorded - summarised of each session.  A session that stops
+        // (its row loses its owner) has all its rows in them, so only the
+        // sessions of dead daemons can lag for long (see abort_orphans).
         constexpr uint64_t kSummaryEvery = 1 << 20;
-        write_summaries =
-            queue_.size() == 0 || stopping || unsummarised_ + w.records.size() >= kSummaryEvery;
+        write_summaries = stopping || stopping_.load(std::memory_order_seq_cst) ||
+                          asks > summary_answers_.load(std::memory_order_relaxed) ||
+                          committed_.load() < flush_upto_.load(std::memory_order_seq_cst) ||
+                          unsummarised_ + w.records.size() >= kSummaryEvery ||
+                          summaries_due(now_ns());
         if (write_summaries) {
             summaries.merge(*pending_);
             summaries.write(db_.get(), rows);
@@ -1241,16 +1254,27 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
             committed_by_session_[ord] += n;
         notes_done_ += w.notes.size();
         last_error_.clear();
+        if (write_summaries)
+            summary_answers_.store(std::max(asks, summary_answers_.load()),
+                                   std::memory_order_relaxed);
     }
     if (write_summaries) {
         pending_->clear();
         unsummarised_ = 0;
-    } else {
+        pending_since_ = 0;
+    } else if (!w.records.empty()) {
+        if (!unsummarised_)
+            pending_since_ = now_ns();
         pending_->merge(summaries);
-        unsummarised_ += w.records.size();
+        unsummarised_ += w.records.size(); // with those of other statuses, in no summary
     }
     committed_ += w.records.size();
     return true;
+}
+
+// Committed rows wait for their summaries longer than summary_ns_.
+bool Writer::summaries_due(uint64_t now) const {
+    return unsummarised_ && now - pending_since_ >= summary_ns_.load(std::memory_order_relaxed);
 }
 
 void Writer::answer(const ExtractRequest& r, bool db_ok) {
@@ -1368,7 +1392,7 @@ void Writer::run(std::latch& started) {
         const uint64_t can = takeable();
         const bool idle = can < rows && notes_size_.load(std::memory_order_seq_cst) == 0 &&
                           (rows > 1 || !dirty_any_.load(std::memory_order_seq_cst)) &&
-                          !stopping_.load(std::memory_order_seq_cst) &&
+                          !stopping_.load(std::memory_order_seq_cst) && !summaries_asked() &&
                           (popped_ >= flush_upto_.load(std::memory_order_seq_cst) || can == 0);
         if (idle)
             futex_wait(wakes_, seen, timeout_ns);
@@ -1406,16 +1430,32 @@ void Writer::run(std::latch& started) {
                 gather(w);
             }
         }
-        if (w.empty() && !dirty_any_.load(std::memory_order_seq_cst)) {
+        // Rows whose summaries wait get them written when they are due, or
+        // at close, by a commit of nothing else if nothing else comes.
+        if (!unsummarised_ && summaries_asked()) {
+            // Nothing to add: a flush that asks finds them complete (the
+            // rows it waits for that are not committed yet go with theirs:
+            // see commit()).
+            std::lock_guard lk(mu_);
+            summary_answers_.store(summary_asks_.load(std::memory_order_seq_cst),
+                                   std::memory_order_relaxed);
+            cv_.notify_all();
+        }
+        const bool summaries = unsummarised_ && (stopping_.load(std::memory_order_seq_cst) ||
+                                                 summaries_asked() || summaries_due(now_ns()));
+        if (w.empty() && !dirty_any_.load(std::memory_order_seq_cst) && !summaries) {
             if (stopping_.load(std::memory_order_seq_cst) &&
                 notes_size_.load(std::memory_order_seq_cst) == 0 && queue_.size() == 0)
                 return;
             cv_.notify_all();
             first_ns = 0;
-            sleep(-1, 1); // told of the first record
+            // Told of the first record; and woken when summaries are due.
+            const uint64_t now = now_ns(), due = pending_since_ + summary_ns_.load();
+            sleep(unsummarised_ ? static_cast<int64_t>(due > now ? due - now : 0) : -1, 1);
             continue;
         }
-        // Only counters changed, if w is empty: they are written too.
+        // Only counters changed, or summaries are due, if w is empty: they
+        // are written too.
         extracts.clear();
         {
             // Once closing, a locked DB may hold the writer only for what is

@@ -221,6 +221,11 @@ class Writer {
     // "The writer's bursts").
     static constexpr size_t kBurstRows = 8192;
     static constexpr int kBurstMs = 1000;
+    // The summaries of committed rows (latency_totals, latency_buckets) are
+    // written at most every kSummaryMs while rows come, and at once with
+    // the rows of a flush, of a session that stops, and at close (see
+    // commit()).
+    static constexpr int kSummaryMs = 1000;
     ~Writer(); // close(10000)
     Writer(const Writer&) = delete;
 
@@ -237,14 +242,15 @@ class Writer {
     void on_extract(ExtractReply f) { extract_reply_ = std::move(f); } // before any request
 
     // Any thread.  Waits until everything queued before the call is
-    // committed; false if that did not happen within timeout_ms.
+    // committed, and every committed row is in the summaries; false if
+    // that did not happen within timeout_ms.
     bool flush(int timeout_ms = 10000);
     // The same in two steps, for a caller that waits in pieces: what is
     // queued now, with the writer told to commit it without waiting for a
     // burst; and whether that is committed, waiting up to timeout_ms.
     // Records queued after the request are not waited for.
     struct FlushMark {
-        uint64_t records, notes;
+        uint64_t records, notes, summaries;
     };
     FlushMark request_flush();
     bool flushed(const FlushMark& m, int timeout_ms);
@@ -265,6 +271,10 @@ class Writer {
     // The runs of storage work since from_ns (see StorageBusy), for tests.
     std::vector<StorageBusy::Run> storage_runs(uint64_t from_ns) const {
         return busy_.since(from_ns);
+    }
+    // kSummaryMs for this writer, for tests (any thread).
+    void set_summary_interval_ms(int ms) {
+        summary_ns_.store(static_cast<uint64_t>(ms) * 1000000u, std::memory_order_relaxed);
     }
     // The writer's thread id, once it has started (0 before).
     int thread_for_tests() const { return tid_.load(std::memory_order_acquire); }
@@ -367,6 +377,16 @@ class Writer {
     // Summaries of committed rows not yet written (writer only): see commit().
     std::unique_ptr<Summaries> pending_;
     uint64_t unsummarised_ = 0;
+    uint64_t pending_since_ = 0; // when the first of them committed
+    std::atomic<uint64_t> summary_ns_{static_cast<uint64_t>(kSummaryMs) * 1000000u};
+    bool summaries_due(uint64_t now) const;
+    // Flushes that asked for the summaries, and how many of them the
+    // writer has answered (written by the writer only, under mu_).
+    std::atomic<uint64_t> summary_asks_{0}, summary_answers_{0};
+    bool summaries_asked() const {
+        return summary_asks_.load(std::memory_order_seq_cst) >
+               summary_answers_.load(std::memory_order_relaxed);
+    }
 
     mutable std::mutex mu_; // everything below; never held across SQL
     std::condition_variable cv_;

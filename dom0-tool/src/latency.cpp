@@ -76,14 +76,35 @@ std::string exact_sql(const Selection& sel, Grouping by) {
 }
 
 // port_latency_summary's SQL (schema/busprof.sql) with the selection's
-// conditions on the summary tables, which the view cannot take: it has no
-// session column.
-std::string summary_sql(const Selection& sel) {
+// conditions on the summary tables, which the view cannot take (it has no
+// session column), and the rows the summaries lag (tails) added to them,
+// each at its exact value.
+std::string summary_sql(const Selection& sel, const std::vector<SummaryLag>& tails) {
     std::string f = " WHERE 1" + sel.on_summaries();
-    return "WITH b AS (SELECT domid, port, dir, metric, lo_ns + (hi_ns - lo_ns + 1) / 2 AS mid_ns,"
-           " SUM(count) AS count FROM latency_buckets" +
+    // Each tail read by id, the rowid: no index but the id is needed.
+    std::string from = tails.empty() ? " AND 0" : " AND (";
+    for (size_t i = 0; i < tails.size(); i++)
+        from += (i ? " OR " : "") + std::string("(session_id = ") +
+                std::to_string(tails[i].session) +
+                " AND id >= " + std::to_string(tails[i].from_id) + ")";
+    if (!tails.empty())
+        from += ")";
+    std::string tail =
+        "tail AS (SELECT domid, port, dir, CASE WHEN t_bus_begin_ns IS NOT NULL AND"
+        " t_bus_end_ns IS NOT NULL THEN t_bus_end_ns - t_bus_begin_ns END AS bus_ns,"
+        " CASE WHEN clock_skewed = 0 AND t_bus_begin_ns IS NOT NULL AND t_bus_end_ns IS NOT NULL"
+        " THEN (t_resume_ns - t_trap_ns) - (t_bus_end_ns - t_bus_begin_ns) END AS ovh_ns"
+        " FROM transactions WHERE status = 'ok'" +
+        from + sel.on_summaries() + "),";
+    return "WITH " + tail +
+           " b AS (SELECT domid, port, dir, metric, mid_ns, SUM(count) AS count FROM"
+           " (SELECT domid, port, dir, metric, lo_ns + (hi_ns - lo_ns + 1) / 2 AS mid_ns, count"
+           " FROM latency_buckets" +
            f +
-           " GROUP BY domid, port, dir, metric, lo_ns),"
+           " UNION ALL SELECT domid, port, dir, 'bus', bus_ns, 1 FROM tail WHERE bus_ns IS NOT NULL"
+           " UNION ALL SELECT domid, port, dir, 'overhead', ovh_ns, 1 FROM tail"
+           " WHERE ovh_ns IS NOT NULL)"
+           " GROUP BY domid, port, dir, metric, mid_ns),"
            " r AS (SELECT domid, port, dir, metric, mid_ns,"
            " SUM(count) OVER (PARTITION BY domid, port, dir, metric ORDER BY mid_ns) AS cum,"
            " SUM(count) OVER (PARTITION BY domid, port, dir, metric) AS n FROM b),"
@@ -93,10 +114,14 @@ std::string summary_sql(const Selection& sel) {
            " MIN(CASE WHEN metric = 'bus' AND cum >= (n * 99 + 99) / 100 THEN mid_ns END) AS b99,"
            " MIN(CASE WHEN metric = 'overhead' AND cum >= (n * 50 + 99) / 100 THEN mid_ns END)"
            " AS o50 FROM r GROUP BY domid, port, dir),"
-           " t AS (SELECT domid, port, dir, SUM(count) AS count, MIN(bus_min_ns) AS bmin,"
-           " MAX(bus_max_ns) AS bmax, SUM(overhead_count) AS on_, SUM(overhead_sum_ns) AS osum,"
-           " MIN(overhead_min_ns) AS omin, MAX(overhead_max_ns) AS omax FROM latency_totals" +
+           " t AS (SELECT domid, port, dir, SUM(count) AS count, MIN(bmin) AS bmin,"
+           " MAX(bmax) AS bmax, SUM(on_) AS on_, SUM(osum) AS osum, MIN(omin) AS omin,"
+           " MAX(omax) AS omax FROM (SELECT domid, port, dir, count, bus_min_ns AS bmin,"
+           " bus_max_ns AS bmax, overhead_count AS on_, overhead_sum_ns AS osum,"
+           " overhead_min_ns AS omin, overhead_max_ns AS omax FROM latency_totals" +
            f +
+           " UNION ALL SELECT domid, port, dir, 1, bus_ns, bus_ns, ovh_ns IS NOT NULL,"
+           " COALESCE(ovh_ns, 0), ovh_ns, ovh_ns FROM tail)"
            " GROUP BY domid, port, dir)"
            " SELECT t.domid AS domid, printf('0x%04x', t.port) AS port, t.dir AS dir,"
            " t.count AS count, t.bmin AS min_ns, MIN(MAX(p.b50, t.bmin), t.bmax) AS p50_ns,"
@@ -162,19 +187,38 @@ bool latency_exact(Db& db, const Selection& sel, Grouping by, bool asked, std::s
                    ": percentiles from every row (slow on a big trace)";
         return true;
     }
-    if (lag && n + lag > kExactUpTo) {
-        if (why)
-            *why = std::to_string(lag) +
-                   " transactions are not in the summaries yet (a daemon is writing, or"
-                   " one was killed: opening the trace for writing adds them): percentiles from"
-                   " every row";
-        return true;
-    }
-    return n <= kExactUpTo;
+    // The rows the summaries lag are read one by one (summary_lag()).
+    return n + lag <= kExactUpTo;
 }
 
-std::string latency_sql(const Selection& sel, Grouping by, bool exact) {
-    return exact || !summaries_answer(sel, by) ? exact_sql(sel, by) : summary_sql(sel);
+std::vector<SummaryLag> summary_lag(Db& db, const Selection& sel) {
+    std::vector<std::pair<int64_t, int64_t>> lagging; // (session, rows)
+    {
+        Stmt s(db.get(), "SELECT id, recorded - summarised FROM sessions WHERE"
+                         " recorded > summarised" +
+                             sel.on_sessions() + " ORDER BY id");
+        while (s.step())
+            lagging.emplace_back(sqlite3_column_int64(s.get(), 0),
+                                 sqlite3_column_int64(s.get(), 1));
+    }
+    // A session's rows from the end of the table backwards: the live
+    // session's are the last, and a lag is at most what its writer
+    // committed in the last kSummaryMs (or what a killed daemon left).
+    std::vector<SummaryLag> tails;
+    Stmt first(db.get(), "SELECT id FROM transactions WHERE session_id = ? ORDER BY id DESC"
+                         " LIMIT 1 OFFSET ?");
+    for (auto [session, rows] : lagging) {
+        first.bind(1, session).bind(2, rows - 1);
+        if (first.step())
+            tails.push_back({session, sqlite3_column_int64(first.get(), 0)});
+        first.reset();
+    }
+    return tails;
+}
+
+std::string latency_sql(const Selection& sel, Grouping by, bool exact,
+                        const std::vector<SummaryLag>& tails) {
+    return exact || !summaries_answer(sel, by) ? exact_sql(sel, by) : summary_sql(sel, tails);
 }
 
 } // namespace busprof

@@ -45,19 +45,31 @@ bool summaries_answer(const Selection& sel, Grouping by);
 
 // Whether the percentiles come from every row: asked for, a grouping or a
 // filter the summaries cannot answer, a trace whose writer kept no summaries
-// (schema version 4 or older), summaries that lag the rows (a daemon
-// writing a backlog, or one killed before it caught up and the file not
-// opened for writing since), or a selection small enough to sort quickly.
+// (schema version 4 or older), or a selection small enough to sort quickly.
 // why, if given: the reason a big selection is read row by row.
 bool latency_exact(Db& db, const Selection& sel, Grouping by, bool asked,
                    std::string* why = nullptr);
+
+// The rows of a session that its summaries do not hold yet: its last
+// recorded - summarised rows, from id from_id on.  A writer adds rows to
+// the summaries at most every Writer::kSummaryMs while it records, and a
+// killed daemon may leave more (until the file is next opened for writing).
+struct SummaryLag {
+    int64_t session, from_id;
+};
+// Those of the selection's sessions.  Read in the same read transaction as
+// the table (BEGIN ... COMMIT around both): the summaries and
+// sessions.summarised change together, in one commit.
+std::vector<SummaryLag> summary_lag(Db& db, const Selection& sel);
 
 // The table: the key columns of the grouping, count, bus time (min, p50,
 // p95, p99, max), the mean and median overhead and the medians of its two
 // parts, trap to bus begin and bus end to resume (empty from the
 // summaries, which keep no parts).  Nearest-rank percentiles; overhead and
 // its parts over the rows with clock_skewed = 0.  exact: from every row,
-// else from the summaries (Grouping::port only).
-std::string latency_sql(const Selection& sel, Grouping by, bool exact);
+// else from the summaries (Grouping::port only) and the rows they lag
+// (tails, from summary_lag()), at their exact values.
+std::string latency_sql(const Selection& sel, Grouping by, bool exact,
+                        const std::vector<SummaryLag>& tails);
 
 } // namespace busprof

@@ -58,40 +58,46 @@ class LatencyTest : public ::testing::Test {
         SessionRow row{7, "guest", "sim", "sim", "profiling", "start_trap", "manual", 1000};
         uint32_t s[2] = {w.begin_session(row), w.begin_session(row)};
         std::mt19937_64 rng(5);
-        std::uniform_real_distribution<double> u(0, 1);
         uint64_t t = 1000000;
         for (int i = 0; i < 6000; i++) {
-            Record r{};
-            r.session_id = s[i % 2];
-            r.domid = 7;
-            r.vcpu = static_cast<uint16_t>(rng() % 2);
-            r.port = static_cast<uint16_t>(0x3f8 + rng() % 4);
-            r.size = 1;
-            r.dir = static_cast<uint8_t>(rng() % 2);
-            double x = u(rng);
-            r.status = x < 0.02   ? XEN_BUSPROF_STATUS_TIMEOUT
-                       : x < 0.04 ? XEN_BUSPROF_STATUS_ERROR
-                                  : XEN_BUSPROF_STATUS_OK;
-            t += 100000;
-            r.t_trap_ns = t;
-            r.t_bus_begin_ns = t + 500 + rng() % 3000;
-            r.t_bus_end_ns = r.t_bus_begin_ns + 50 + rng() % 5000 * (r.port - 0x3f7);
-            r.t_resume_ns = r.t_bus_end_ns + 700 + rng() % 4000;
-            if (u(rng) < 0.1) {
-                r.flags |= XEN_BUSPROF_RECORD_CLOCK_SKEWED;
-                r.t_resume_ns = r.t_bus_end_ns - 300;
-            }
-            if (r.status == XEN_BUSPROF_STATUS_ERROR)
-                r.t_bus_begin_ns = r.t_bus_end_ns = 0;
-            r.who_known = u(rng) > 0.05;
-            r.task = 0x10a4000 + 0x1000 * r.vcpu;
-            r.pcpu = r.vcpu;
+            Record r = generated(rng, s[i % 2], t);
             while (!w.push(r))
                 std::this_thread::yield();
         }
         ASSERT_EQ(w.close(10000), 0u);
     }
     void TearDown() override { std::filesystem::remove_all(dir_); }
+
+    // An access of domain 7, 100 us after the one before.
+    static Record generated(std::mt19937_64& rng, uint32_t session, uint64_t& t) {
+        std::uniform_real_distribution<double> u(0, 1);
+        Record r{};
+        r.session_id = session;
+        r.domid = 7;
+        r.vcpu = static_cast<uint16_t>(rng() % 2);
+        r.port = static_cast<uint16_t>(0x3f8 + rng() % 4);
+        r.size = 1;
+        r.dir = static_cast<uint8_t>(rng() % 2);
+        double x = u(rng);
+        r.status = x < 0.02   ? XEN_BUSPROF_STATUS_TIMEOUT
+                   : x < 0.04 ? XEN_BUSPROF_STATUS_ERROR
+                              : XEN_BUSPROF_STATUS_OK;
+        t += 100000;
+        r.t_trap_ns = t;
+        r.t_bus_begin_ns = t + 500 + rng() % 3000;
+        r.t_bus_end_ns = r.t_bus_begin_ns + 50 + rng() % 5000 * (r.port - 0x3f7);
+        r.t_resume_ns = r.t_bus_end_ns + 700 + rng() % 4000;
+        if (u(rng) < 0.1) {
+            r.flags |= XEN_BUSPROF_RECORD_CLOCK_SKEWED;
+            r.t_resume_ns = r.t_bus_end_ns - 300;
+        }
+        if (r.status == XEN_BUSPROF_STATUS_ERROR)
+            r.t_bus_begin_ns = r.t_bus_end_ns = 0;
+        r.who_known = u(rng) > 0.05;
+        r.task = 0x10a4000 + 0x1000 * r.vcpu;
+        r.pcpu = r.vcpu;
+        return r;
+    }
 
     // The table of a selection and grouping, counted here from the rows.
     std::vector<std::string> by_hand(Db& db, const Selection& sel, Grouping by) {
@@ -175,14 +181,14 @@ TEST_F(LatencyTest, UnfilteredTablesAreTheSchemasViews) {
     Db db = Db::open(db_, false);
     const char* view = "SELECT domid, printf('0x%04x', port), dir, count, min_ns, p50_ns, p95_ns,"
                        " p99_ns, max_ns, CAST(round(mean_overhead_ns) AS INTEGER)";
-    auto exact = rows(db, latency_sql({}, Grouping::port, true), 10);
+    auto exact = rows(db, latency_sql({}, Grouping::port, true, {}), 10);
     EXPECT_EQ(exact, rows(db, std::string(view) + " FROM port_latency ORDER BY domid, port, dir"));
     EXPECT_EQ(exact.size(), 8u);
-    auto summary = rows(db, latency_sql({}, Grouping::port, false), 11);
+    auto summary = rows(db, latency_sql({}, Grouping::port, false, {}), 11);
     EXPECT_EQ(summary, rows(db, std::string(view) + ", p50_overhead_ns FROM port_latency_summary"
                                                     " ORDER BY domid, port, dir"));
     // The summaries keep no parts of the overhead.
-    for (auto& r : rows(db, latency_sql({}, Grouping::port, false)))
+    for (auto& r : rows(db, latency_sql({}, Grouping::port, false, {})))
         EXPECT_TRUE(r.ends_with("|NULL|NULL")) << r;
 }
 
@@ -203,39 +209,104 @@ TEST_F(LatencyTest, FilteredAndGroupedTablesAreWhatTheRowsGive) {
     for (const Selection& sel : selections)
         for (Grouping by : {Grouping::port, Grouping::vcpu, Grouping::task}) {
             auto want = by_hand(db, sel, by);
-            EXPECT_EQ(rows(db, latency_sql(sel, by, true)), want)
+            EXPECT_EQ(rows(db, latency_sql(sel, by, true, {})), want)
                 << "session " << sel.session << " domid " << sel.domid << " vcpu " << sel.vcpu
                 << " ports " << sel.ports.size() << " by " << static_cast<int>(by);
             compared += static_cast<int>(want.size());
         }
     EXPECT_GT(compared, 50);
     // By task: one row per task and one for the accesses without a stamp.
-    EXPECT_EQ(rows(db, "SELECT task FROM (" + latency_sql({}, Grouping::task, true) + ")"),
+    EXPECT_EQ(rows(db, "SELECT task FROM (" + latency_sql({}, Grouping::task, true, {}) + ")"),
               (std::vector<std::string>{"NULL", "0x10a4000", "0x10a5000"}));
+}
+
+// The table of a selection from the summaries (and the rows they lag,
+// tails) against the one from every row: counts, extremes and mean
+// overhead exact, percentiles within 1/256.  Returns the groups compared.
+int expect_within_one_in_256(Db& db, const Selection& sel, const std::vector<SummaryLag>& tails) {
+    Stmt e(db.get(), latency_sql(sel, Grouping::port, true, {}));
+    Stmt a(db.get(), latency_sql(sel, Grouping::port, false, tails));
+    int groups = 0;
+    while (e.step()) {
+        EXPECT_TRUE(a.step()) << "a group missing from the summaries' table";
+        if (testing::Test::HasFailure())
+            return groups;
+        groups++;
+        for (int i = 0; i < 3; i++) // the key
+            EXPECT_EQ(text(e.get(), i), text(a.get(), i));
+        for (int i : {3, 4, 8, 9}) // count, min, max, mean overhead
+            EXPECT_EQ(text(e.get(), i), text(a.get(), i)) << "column " << i << " of " << groups;
+        for (int i : {5, 6, 7, 10}) { // p50, p95, p99, p50 overhead
+            double x = sqlite3_column_double(e.get(), i), y = sqlite3_column_double(a.get(), i);
+            EXPECT_LE(std::fabs(x - y), std::fabs(x) / 256) << "column " << i << " of " << groups;
+        }
+    }
+    EXPECT_FALSE(a.step());
+    return groups;
 }
 
 // The summaries of one session and some ports: counts and extremes exact,
 // percentiles within 1/256 of those of the same rows.
 TEST_F(LatencyTest, SummariesOfASessionAndPortsAreWithinOneIn256) {
     Db db = Db::open(db_, false);
-    Selection sel{2, 7, -1, {{0x3f9, 0x3fb}}};
-    Stmt e(db.get(), latency_sql(sel, Grouping::port, true));
-    Stmt a(db.get(), latency_sql(sel, Grouping::port, false));
-    int groups = 0;
-    while (e.step()) {
-        ASSERT_TRUE(a.step());
-        groups++;
-        for (int i = 0; i < 3; i++) // the key
-            EXPECT_EQ(text(e.get(), i), text(a.get(), i));
-        for (int i : {3, 4, 8, 9}) // count, min, max, mean overhead
-            EXPECT_EQ(text(e.get(), i), text(a.get(), i)) << "column " << i;
-        for (int i : {5, 6, 7, 10}) { // p50, p95, p99, p50 overhead
-            double x = sqlite3_column_double(e.get(), i), y = sqlite3_column_double(a.get(), i);
-            EXPECT_LE(std::fabs(x - y), std::fabs(x) / 256) << "column " << i;
+    EXPECT_TRUE(summary_lag(db, {}).empty()); // its writer closed
+    EXPECT_EQ(expect_within_one_in_256(db, {2, 7, -1, {{0x3f9, 0x3fb}}}, {}), 6);
+}
+
+// While a writer records, the summaries lag its last rows (it writes them
+// at most every Writer::kSummaryMs; here never, until a flush and its
+// close): the table from the summaries adds those rows, so that it is
+// what every row gives, within 1/256.
+TEST_F(LatencyTest, TheSummariesAndTheRowsTheyLagAreWhatTheRowsGive) {
+    Writer w(db_, 1 << 12);
+    w.set_summary_interval_ms(3600 * 1000);
+    SessionRow row{7, "guest", "sim", "sim", "profiling", "start_trap", "manual", 1000};
+    uint32_t s = w.begin_session(row);
+    std::mt19937_64 rng(9);
+    uint64_t t = 2000000000;
+    auto push = [&](int n) {
+        for (int i = 0; i < n; i++) {
+            Record r = generated(rng, s, t);
+            while (!w.push(r))
+                std::this_thread::yield();
         }
+    };
+    push(3000);
+    ASSERT_TRUE(w.flush()); // the rows of a flush go into the summaries with it
+    push(2500);
+    // Committed by its burst (no flush): summaries held back.
+    for (int i = 0; i < 1000 && w.committed() < 5500; i++)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_EQ(w.committed(), 5500u);
+    {
+        Db db = Db::open(db_, false);
+        db.exec("BEGIN");
+        ASSERT_EQ(rows(db, "SELECT id, recorded, summarised FROM sessions WHERE id = 3"),
+                  std::vector<std::string>{"3|5500|3000"});
+        std::vector<SummaryLag> tails = summary_lag(db, {});
+        ASSERT_EQ(tails.size(), 1u);
+        EXPECT_EQ(tails[0].session, 3);
+        EXPECT_EQ(std::to_string(tails[0].from_id),
+                  rows(db, "SELECT id FROM transactions WHERE session_id = 3 ORDER BY id"
+                           " LIMIT 1 OFFSET 3000")[0]);
+        EXPECT_EQ(expect_within_one_in_256(db, {}, tails), 8);
+        EXPECT_EQ(expect_within_one_in_256(db, {3, 7, -1, {{0x3f9, 0x3fa}}}, tails), 4);
+        EXPECT_EQ(summary_lag(db, {1, -1, -1, {}}).size(), 0u); // of session 1: none
+        // Without the rows they lag, the summaries count fewer.
+        auto counts = [&](const std::vector<SummaryLag>& tl) {
+            return rows(db, "SELECT SUM(count) FROM (" +
+                                latency_sql({3, -1, -1, {}}, Grouping::port, false, tl) + ")");
+        };
+        EXPECT_EQ(counts(tails),
+                  rows(db, "SELECT count(*) FROM transactions WHERE session_id = 3 AND"
+                           " status = 'ok'"));
+        EXPECT_NE(counts({}), counts(tails));
+        db.exec("COMMIT");
     }
-    EXPECT_FALSE(a.step());
-    EXPECT_EQ(groups, 6);
+    ASSERT_EQ(w.close(10000), 0u); // and at its close
+    Db db = Db::open(db_, false);
+    EXPECT_TRUE(summary_lag(db, {}).empty());
+    EXPECT_EQ(expect_within_one_in_256(db, {}, {}), 8);
 }
 
 // Which selections the summaries answer; a big one they cannot answer is

@@ -173,9 +173,11 @@ TEST_F(SummaryTest, TheSummariesCountEveryRowTheWriterWrote) {
 }
 
 // A commit that fails after its rows are inserted (here: a trigger refuses
-// the summaries) is rolled back whole and retried: its rows count once.
+// the summaries, which go with the rows of a flush) is rolled back whole
+// and retried: its rows count once.
 TEST_F(SummaryTest, ARolledBackCommitCountsItsRowsOnceWhenRetried) {
-    Writer w(db_, 1 << 16);
+    // No burst before the flush: its commit takes every row.
+    Writer w(db_, 1 << 16, 4096, Writer::kDefaultWriterNice, 3600 * 1000);
     uint32_t s = w.begin_session(session());
     ASSERT_TRUE(w.flush());
     sqlite3* other = nullptr;
@@ -191,17 +193,64 @@ TEST_F(SummaryTest, ARolledBackCommitCountsItsRowsOnceWhenRetried) {
     uint64_t t = 1000;
     for (int i = 0; i < 5000; i++)
         ASSERT_TRUE(w.push(generated(rng, s, t)));
+    const Writer::FlushMark mark = w.request_flush();
     // Wait for the writer's first try to fail (the writer runs nice: on a
     // busy machine that may take longer than any fixed wait), then it must
     // still be failing.
     for (int i = 0; i < 400 && w.last_error().find("refused by the test") == std::string::npos; i++)
         std::this_thread::sleep_for(std::chrono::milliseconds(25));
     EXPECT_NE(w.last_error().find("refused by the test"), std::string::npos) << w.last_error();
-    EXPECT_FALSE(w.flush(100));
+    EXPECT_FALSE(w.flushed(mark, 100));
+    EXPECT_EQ(rows("SELECT count(*) FROM transactions"), std::vector<std::string>{"0"});
     exec("UPDATE fail SET on_ = 0");
     sqlite3_close(other);
-    ASSERT_TRUE(w.flush());
+    ASSERT_TRUE(w.flushed(mark, 10000));
     EXPECT_EQ(rows("SELECT count(*) FROM transactions"), std::vector<std::string>{"5000"});
+    EXPECT_EQ(rows(kFromSummaries), rows(kFromRows));
+}
+
+// While rows come, the writer adds them to the summaries at most every
+// kSummaryMs (here: never, by itself): committed rows wait for them, and a
+// flush asks for them, with no new row to commit.
+TEST_F(SummaryTest, CommittedRowsWaitForTheirSummariesUntilAFlush) {
+    Writer w(db_, 1 << 16, 4096, Writer::kDefaultWriterNice, 50);
+    w.set_summary_interval_ms(3600 * 1000);
+    uint32_t s = w.begin_session(session());
+    std::mt19937_64 rng(3);
+    uint64_t t = 1000;
+    for (int i = 0; i < 2000; i++)
+        ASSERT_TRUE(w.push(generated(rng, s, t)));
+    for (int i = 0; i < 1000 && w.committed() < 2000; i++) // their 50 ms burst
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_EQ(w.committed(), 2000u);
+    EXPECT_EQ(rows("SELECT recorded, summarised FROM sessions"),
+              std::vector<std::string>{"2000|0"});
+    EXPECT_EQ(rows("SELECT count(*) FROM latency_totals"), std::vector<std::string>{"0"});
+    ASSERT_TRUE(w.flush());
+    EXPECT_EQ(rows("SELECT recorded, summarised FROM sessions"),
+              std::vector<std::string>{"2000|2000"});
+    EXPECT_EQ(rows(kFromSummaries), rows(kFromRows));
+    ASSERT_TRUE(w.flush()); // nothing to add: answered at once
+}
+
+// With no flush and no more rows, the summaries come by themselves once
+// kSummaryMs has passed: the writer wakes for them.
+TEST_F(SummaryTest, TheSummariesComeByThemselvesAfterTheirInterval) {
+    Writer w(db_, 1 << 16, 4096, Writer::kDefaultWriterNice, 50);
+    w.set_summary_interval_ms(200);
+    uint32_t s = w.begin_session(session());
+    std::mt19937_64 rng(4);
+    uint64_t t = 1000;
+    for (int i = 0; i < 2000; i++)
+        ASSERT_TRUE(w.push(generated(rng, s, t)));
+    std::vector<std::string> seen;
+    for (int i = 0; i < 1000; i++) { // up to 10 s on a busy machine
+        seen = rows("SELECT recorded, summarised FROM sessions");
+        if (seen == std::vector<std::string>{"2000|2000"})
+            break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(seen, std::vector<std::string>{"2000|2000"});
     EXPECT_EQ(rows(kFromSummaries), rows(kFromRows));
 }
 
