@@ -285,6 +285,14 @@ void setup_top(CLI::App& app, Globals& g, Runner& run) {
                     last_id = 0;
                 }
                 auto rows = interval(db, session, last_id, secs, by);
+                // The header from a status asked after the rows were read,
+                // so it is never older than they are: rows the writer
+                // committed after the first status (a guest's start_trap
+                // commits the records before it) came from a session
+                // that first status may show as not started yet.
+                if (auto later = parse_status(daemon_request(g.socket, "status", timeout));
+                    later["session"] == st["session"])
+                    st = std::move(later);
                 std::string f = frame(st, rows, secs, by, interactive, note);
                 if (interactive)
                     std::fputs("\x1b[H\x1b[2J", stdout);
