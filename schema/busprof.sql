@@ -30,7 +30,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     recorded INTEGER NOT NULL DEFAULT 0,   -- transactions written to this file (count)
     dropped INTEGER NOT NULL DEFAULT 0,    -- transactions served but not recorded because the record queue was full, e.g. while the DB could not be written (count)
     notes_dropped INTEGER NOT NULL DEFAULT 0, -- guest markers and events not recorded because their queue was full (count)
-    summarised INTEGER NOT NULL DEFAULT 0, -- transactions of this file counted in the summaries (latency_totals, latency_buckets), the first ones of the session: behind recorded by the rows its writer committed in the last second (at most 1048576), equal to it after a flush (busprof flush, an extract) and once the session stopped; a daemon killed in between leaves it behind until the file is next opened for writing (count)
+    summarised INTEGER NOT NULL DEFAULT 0, -- transactions of this file counted in the summaries (latency_totals, latency_buckets), the first ones of the session: behind recorded by the rows its writer committed in the last second (at most 1048576), equal to it after a flush (busprof flush, a frame of busprof top) and once the session stopped; a daemon killed in between leaves it behind until the file is next opened for writing (count)
     unrecorded INTEGER NOT NULL DEFAULT 0, -- accesses served while not profiling: configured, paused or stopped (count)
     timeouts INTEGER NOT NULL DEFAULT 0,   -- accesses Xen completed without the daemon (count)
     clock_error_ns INTEGER,            -- how closely the daemon related Xen's stamp clock to CLOCK_MONOTONIC at attach: the offset is right within +/- this (ns); 0 when the hypervisor stamps CLOCK_MONOTONIC itself (the simulator)
@@ -96,8 +96,8 @@ CREATE TABLE IF NOT EXISTS events (
 -- Running totals per session, domain, port and direction over 'ok'
 -- transactions, kept by the daemon's writer: it adds the rows it committed
 -- to them at most every second while it records (every 1048576 rows if
--- that comes first), at once with the rows of a flush (busprof flush, an
--- extract) and when a session stops, so they agree with the transactions
+-- that comes first), at once with the rows of a flush (busprof flush, a
+-- frame of busprof top) and when a session stops, so they agree with the transactions
 -- table whenever sessions.summarised = sessions.recorded; the rows they
 -- lag are the last recorded - summarised of each session, which busprof
 -- stats reads one by one.  A daemon killed in between leaves rows out until
