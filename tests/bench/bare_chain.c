@@ -13,7 +13,8 @@
  * hops and add the hypervisor core, the ioreq page, the bus access, the
  * stamps and the record.
  * usage: bare_chain ACCESSES THREADS [read|poll]
- * prints WAIT_NS p50 P p99 P p999 P max P and ELAPSED_NS E, as trap_guest.
+ * prints WAIT_NS p50 P p99 P p999 P max P and ELAPSED_NS E, as trap_guest,
+ * and CPU_NS guest G hypervisor H profiler P: the CPU time of each process.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -25,11 +26,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
+
+#include "bench_cpu.h"
 
 #define MAX_THREADS 8
 
@@ -152,6 +156,7 @@ int main(int argc, char **argv)
     pthread_t tid[MAX_THREADS];
     struct job jobs[MAX_THREADS];
     uint64_t *all, t0, elapsed;
+    struct rusage ru_hv, ru_prof, ru_self;
 
     wait_poll = argc > 3 && !strcmp(argv[3], "poll");
     if ( n < 1 || threads < 1 || threads > MAX_THREADS ||
@@ -213,8 +218,11 @@ int main(int argc, char **argv)
     for ( v = 0; v < threads; v++ )
         close(guest_sock[v]);
     (void)!write(stop[1], "x", 1);
-    waitpid(hv, NULL, 0);
-    waitpid(prof, NULL, 0);
+    memset(&ru_hv, 0, sizeof(ru_hv));
+    memset(&ru_prof, 0, sizeof(ru_prof));
+    wait4(hv, NULL, 0, &ru_hv);
+    wait4(prof, NULL, 0, &ru_prof);
+    getrusage(RUSAGE_SELF, &ru_self);
 
     n *= threads;
     qsort(all, n, sizeof(*all), cmp);
@@ -222,6 +230,8 @@ int main(int argc, char **argv)
            (unsigned long long)all[n * 99 / 100], (unsigned long long)all[n * 999 / 1000],
            (unsigned long long)all[n - 1]);
     printf("ELAPSED_NS %llu ACCESSES %ld\n", (unsigned long long)elapsed, n);
+    printf("CPU_NS guest %llu hypervisor %llu profiler %llu\n", cpu_ns(&ru_self),
+           cpu_ns(&ru_hv), cpu_ns(&ru_prof));
     free(all);
     return 0;
 }

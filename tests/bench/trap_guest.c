@@ -4,7 +4,8 @@
  * ACCESSES trapped OUTs in a row (one start_trap for all of them first), as
  * bare_chain does with the busprof work left out, and time each one.
  * usage: trap_guest ACCESSES THREADS
- * prints WAIT_NS p50 P p99 P p999 P max P and ELAPSED_NS E ACCESSES N.
+ * prints WAIT_NS p50 P p99 P p999 P max P, ELAPSED_NS E ACCESSES N and
+ * CPU_NS guest G (the CPU time of this process: its vCPU threads).
  */
 #include <busprof/busprof.h>
 
@@ -15,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/io.h>
+#include <sys/resource.h>
+
+#include "bench_cpu.h"
 #include <time.h>
 
 #define MAX_THREADS 8
@@ -67,6 +71,7 @@ int main(int argc, char **argv)
     struct job jobs[MAX_THREADS];
     uint64_t *all, t0, elapsed;
     bp_handle *h;
+    struct rusage ru;
 
     if ( n < 1 || threads < 1 || threads > MAX_THREADS )
     {
@@ -99,6 +104,8 @@ int main(int argc, char **argv)
            (unsigned long long)all[n * 99 / 100], (unsigned long long)all[n * 999 / 1000],
            (unsigned long long)all[n - 1]);
     printf("ELAPSED_NS %llu ACCESSES %ld\n", (unsigned long long)elapsed, n);
+    if ( getrusage(RUSAGE_SELF, &ru) == 0 )
+        printf("CPU_NS guest %llu\n", cpu_ns(&ru));
     free(all);
     return 0;
 }

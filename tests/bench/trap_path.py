@@ -27,7 +27,10 @@ taken round by round (each round's runs follow one another, so what drifts
 between rounds cancels), their median and range, which say how noisy the
 machine was; the CPU time of the daemon's threads per access (from
 /proc/PID/task/*/schedstat, read before the daemon stops), which the noise
-of a shared machine moves far less than the rates; and, from the trace DB, how many
+of a shared machine moves far less than the rates, and of each part of the
+chain against the bare chain's (the guest's process; the simulator's
+process, to 10 ms, or the bare hypervisor process; the daemon's serving thread or the
+bare profiler process); and, from the trace DB, how many
 recorded accesses waited over 1 ms in each round (a burst of the writer that
 held them shows there), how many of the rows are marked storage_overlap (in
 flight while the writer committed or a checkpoint ran), and the p99.9 of the
@@ -63,8 +66,14 @@ def parse(out):
     if not m or not e:
         raise RuntimeError("no figures in: " + out)
     p50, p99, p999, _ = map(int, m.groups())
-    return {"p50": p50, "p99": p99, "p999": p999,
-            "rate": int(e.group(2)) / (int(e.group(1)) / 1e9)}
+    n = int(e.group(2))
+    # The CPU time of each part, per access: the guest's process, and the
+    # bare chain's hypervisor and profiler processes.
+    cpu = {k: int(v) / n for k, v in re.findall(r"(guest|hypervisor|profiler) (\d+)",
+                                                 out.split("CPU_NS", 1)[-1])} \
+        if "CPU_NS" in out else {}
+    return {"p50": p50, "p99": p99, "p999": p999, "rate": n / (int(e.group(1)) / 1e9),
+            **{k + "_cpu": v for k, v in cpu.items()}}
 
 
 class Sim:
@@ -112,7 +121,9 @@ class Sim:
                         *([] if record else ["--manual-start"])])
         self.wait(self.ctl)
         env = dict(os.environ, BUSPROF_SIM_SOCKET=self.sock, BUSPROF_SIM_DOMID="1")
+        sim_before = process_cpu_ns(self.sim.pid)
         out = self.run(["tests/busprof-bench-trap-guest", str(accesses), str(vcpus)], env)
+        sim_cpu = process_cpu_ns(self.sim.pid) - sim_before
         cpu = thread_cpu_ns(d.pid)
         d.send_signal(signal.SIGTERM)
         _, err = d.communicate(timeout=60)
@@ -129,7 +140,8 @@ class Sim:
         slow = {o: sum(w > 1000000 for w in waits[o]) for o in waits}
         per = accesses * vcpus
         serve = sum(ns for name, ns in cpu.items() if not name.startswith("bp-"))
-        return {**parse(out), "serve_cpu": serve / per, "writer_cpu": cpu.get("bp-writer", 0) / per,
+        return {**parse(out), "hypervisor_cpu": sim_cpu / per, "profiler_cpu": serve / per,
+                "serve_cpu": serve / per, "writer_cpu": cpu.get("bp-writer", 0) / per,
                 "other_cpu": sum(ns for name, ns in cpu.items()
                                  if name.startswith("bp-") and name != "bp-writer") / per,
                 "slow": slow[0] + slow[1], "slow_marked": slow[1],
@@ -156,6 +168,14 @@ def thread_cpu_ns(pid):
             continue  # the thread ended
         cpu[name] = cpu.get(name, 0) + ns
     return cpu
+
+
+def process_cpu_ns(pid):
+    """CPU time of pid so far, its ended threads' included (/proc/PID/stat:
+    in clock ticks, 10 ms here)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1e9 / os.sysconf("SC_CLK_TCK")
 
 
 def p999(v):
@@ -262,6 +282,13 @@ def main():
               f" serving thread {cpu['off']['serve_cpu']:.0f} / {cpu['on']['serve_cpu']:.0f} ns,"
               f" writer {cpu['off']['writer_cpu']:.0f} / {cpu['on']['writer_cpu']:.0f} ns,"
               f" other threads {cpu['off']['other_cpu']:.0f} / {cpu['on']['other_cpu']:.0f} ns")
+        base = best_wait(res, v, "rate")
+        parts = [(p, {k: fig(v, k, p + "_cpu", statistics.median) for k in (base, "off", "on")})
+                 for p in ("guest", "hypervisor", "profiler")]
+        print(f"{v:>5} vCPUs: CPU per access by part (median of rounds), bare ({base}) / off / on:"
+              + ",".join(f" {p} {c[base]:.0f} / {c['off']:.0f} / {c['on']:.0f} ns"
+                         for p, c in parts)
+              + " (profiler: the bare chain's, the daemon's serving thread)")
     for v in sorted({k[0] for k in res}):
         print(f"{v:>5} vCPUs: recorded accesses that waited over 1 ms (t_trap_ns to t_resume_ns),"
               f" per round: {', '.join(str(x['slow']) for x in res[(v, 'on')])}"
