@@ -45,17 +45,21 @@ std::string pct(const char* v, const char* rank, const char* n, int pct) {
            " + 99) / 100 THEN " + v + " END)";
 }
 
+// Overhead and its parts only where both clocks agree and a bus access
+// was made; the bus time exactly as port_latency takes it.  Columns of a
+// transactions row, as the exact table and the rows the summaries lag
+// compute them.
+const std::string kPart = "CASE WHEN clock_skewed = 0 AND t_bus_begin_ns IS NOT NULL"
+                          " AND t_bus_end_ns IS NOT NULL THEN ";
+const std::string kBusAndOverhead =
+    "t_bus_end_ns - t_bus_begin_ns AS bus_ns, " + kPart +
+    "(t_resume_ns - t_trap_ns) - (t_bus_end_ns - t_bus_begin_ns) END AS ovh_ns";
+
 std::string exact_sql(const Selection& sel, Grouping by) {
     Key k = key_of(by);
-    // Overhead and its parts only where both clocks agree and a bus access
-    // was made; the bus time exactly as port_latency takes it.
-    std::string part = "CASE WHEN clock_skewed = 0 AND t_bus_begin_ns IS NOT NULL"
-                       " AND t_bus_end_ns IS NOT NULL THEN ";
-    std::string sql = "WITH t AS (SELECT " + k.stored + ", t_bus_end_ns - t_bus_begin_ns AS bus_ns";
-    sql +=
-        ", " + part + "(t_resume_ns - t_trap_ns) - (t_bus_end_ns - t_bus_begin_ns) END AS ovh_ns";
-    sql += ", " + part + "t_bus_begin_ns - t_trap_ns END AS to_bus_ns";
-    sql += ", " + part + "t_resume_ns - t_bus_end_ns END AS to_resume_ns";
+    std::string sql = "WITH t AS (SELECT " + k.stored + ", " + kBusAndOverhead;
+    sql += ", " + kPart + "t_bus_begin_ns - t_trap_ns END AS to_bus_ns";
+    sql += ", " + kPart + "t_resume_ns - t_bus_end_ns END AS to_resume_ns";
     sql += " FROM transactions WHERE status = 'ok'" + sel.on_rows() + ")";
     // Ranks by each column; the rows without overhead rank after the
     // others, whose count is no.
@@ -89,13 +93,8 @@ std::string summary_sql(const Selection& sel, const std::vector<SummaryLag>& tai
                 " AND id >= " + std::to_string(tails[i].from_id) + ")";
     if (!tails.empty())
         from += ")";
-    std::string tail =
-        "tail AS (SELECT domid, port, dir, CASE WHEN t_bus_begin_ns IS NOT NULL AND"
-        " t_bus_end_ns IS NOT NULL THEN t_bus_end_ns - t_bus_begin_ns END AS bus_ns,"
-        " CASE WHEN clock_skewed = 0 AND t_bus_begin_ns IS NOT NULL AND t_bus_end_ns IS NOT NULL"
-        " THEN (t_resume_ns - t_trap_ns) - (t_bus_end_ns - t_bus_begin_ns) END AS ovh_ns"
-        " FROM transactions WHERE status = 'ok'" +
-        from + sel.on_summaries() + "),";
+    std::string tail = "tail AS (SELECT domid, port, dir, " + kBusAndOverhead +
+                       " FROM transactions WHERE status = 'ok'" + from + sel.on_summaries() + "),";
     return "WITH " + tail +
            " b AS (SELECT domid, port, dir, metric, mid_ns, SUM(count) AS count FROM"
            " (SELECT domid, port, dir, metric, lo_ns + (hi_ns - lo_ns + 1) / 2 AS mid_ns, count"
