@@ -141,7 +141,7 @@ class Sim:
         per = accesses * vcpus
         serve = sum(ns for name, ns in cpu.items() if not name.startswith("bp-"))
         return {**parse(out), "hypervisor_cpu": sim_cpu / per, "profiler_cpu": serve / per,
-                "serve_cpu": serve / per, "writer_cpu": cpu.get("bp-writer", 0) / per,
+                "writer_cpu": cpu.get("bp-writer", 0) / per,
                 "other_cpu": sum(ns for name, ns in cpu.items()
                                  if name.startswith("bp-") and name != "bp-writer") / per,
                 "slow": slow[0] + slow[1], "slow_marked": slow[1],
@@ -276,10 +276,11 @@ def main():
             oo = paired(v, "on", "off", key)
             print(f"{'':>7}{key:<5} on/bare {statistics.median(ob):.2f}x [{min(ob):.2f}-{max(ob):.2f}]"
                   f"   on/off {statistics.median(oo):.2f}x [{min(oo):.2f}-{max(oo):.2f}]")
-        cpu = {k: {c: fig(v, k, c, statistics.median) for c in ("serve_cpu", "writer_cpu", "other_cpu")}
+        cpu = {k: {c: fig(v, k, c, statistics.median)
+                   for c in ("profiler_cpu", "writer_cpu", "other_cpu")}
                for k in ("off", "on")}
         print(f"{v:>5} vCPUs: daemon CPU per access (median of rounds), off / on:"
-              f" serving thread {cpu['off']['serve_cpu']:.0f} / {cpu['on']['serve_cpu']:.0f} ns,"
+              f" serving thread {cpu['off']['profiler_cpu']:.0f} / {cpu['on']['profiler_cpu']:.0f} ns,"
               f" writer {cpu['off']['writer_cpu']:.0f} / {cpu['on']['writer_cpu']:.0f} ns,"
               f" other threads {cpu['off']['other_cpu']:.0f} / {cpu['on']['other_cpu']:.0f} ns")
         base = best_wait(res, v, "rate")
