@@ -149,11 +149,10 @@ void setup_demo(CLI::App& app, Globals& g, Runner& run) {
             Db db = Db::open(g.db, false);
             std::printf("\n== per-port latency (busprof stats --db %s):\n", g.db.c_str());
             std::fflush(stdout);
-            const bool exact = latency_exact(db, {}, Grouping::port, false);
-            print_query(db.get(),
-                        latency_sql({}, Grouping::port, exact,
-                                    exact ? std::vector<SummaryLag>{} : summary_lag(db, {})),
-                        Format::table, std::cout);
+            print_query(
+                db.get(),
+                latency_sql(db, {}, Grouping::port, latency_exact(db, {}, Grouping::port, false)),
+                Format::table, std::cout);
             int64_t total = db.scalar("SELECT count(*) FROM transactions");
             int64_t disorder = db.scalar(
                 "SELECT count(*) FROM transactions WHERE NOT (t_trap_ns <= t_bus_begin_ns AND"

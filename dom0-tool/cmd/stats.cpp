@@ -72,9 +72,7 @@ void setup_stats(CLI::App& app, Globals& g, Runner& run) {
             bool from_rows = latency_exact(db, *sel, group, *exact, &why);
             if (!why.empty())
                 std::cerr << "busprof: " << why << "\n";
-            const std::vector<SummaryLag> tails =
-                from_rows ? std::vector<SummaryLag>{} : summary_lag(db, *sel);
-            const bool any = print_query(db.get(), latency_sql(*sel, group, from_rows, tails),
+            const bool any = print_query(db.get(), latency_sql(db, *sel, group, from_rows),
                                          parse_format(*format), std::cout);
             db.exec("COMMIT");
             if (!any)

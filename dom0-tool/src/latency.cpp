@@ -220,4 +220,9 @@ std::string latency_sql(const Selection& sel, Grouping by, bool exact,
     return exact || !summaries_answer(sel, by) ? exact_sql(sel, by) : summary_sql(sel, tails);
 }
 
+std::string latency_sql(Db& db, const Selection& sel, Grouping by, bool exact) {
+    return exact || !summaries_answer(sel, by) ? exact_sql(sel, by)
+                                               : summary_sql(sel, summary_lag(db, sel));
+}
+
 } // namespace busprof

@@ -71,5 +71,9 @@ std::vector<SummaryLag> summary_lag(Db& db, const Selection& sel);
 // (tails, from summary_lag()), at their exact values.
 std::string latency_sql(const Selection& sel, Grouping by, bool exact,
                         const std::vector<SummaryLag>& tails);
+// The same for the file as it is now: from the summaries, with the rows
+// they lag (summary_lag()).  In the read transaction of the query, where a
+// daemon may be writing the file.
+std::string latency_sql(Db& db, const Selection& sel, Grouping by, bool exact);
 
 } // namespace busprof
