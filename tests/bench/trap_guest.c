@@ -17,9 +17,9 @@
 #include <string.h>
 #include <sys/io.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include "bench_cpu.h"
-#include <time.h>
 
 #define MAX_THREADS 8
 

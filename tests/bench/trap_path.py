@@ -26,16 +26,16 @@ rounds, and the ratios on/bare and on/off of the medians; the same ratios
 taken round by round (each round's runs follow one another, so what drifts
 between rounds cancels), their median and range, which say how noisy the
 machine was; the CPU time of the daemon's threads per access (from
-/proc/PID/task/*/schedstat, read before the daemon stops), which the noise
-of a shared machine moves far less than the rates, and of each part of the
-chain against the bare chain's (the guest's process; the simulator's
-process, from its CPU-time clock, or the bare hypervisor process; the
-daemon's serving thread or the bare profiler process); and, from the trace
-DB, how many recorded accesses waited over 1 ms in each round (a burst of the writer that
+/proc/PID/task/*/schedstat, read before the daemon stops), which the noise of
+a shared machine moves far less than the rates, and of each part of the chain
+against the bare chain's (the guest's process; the simulator's process, from
+its CPU-time clock, or the bare hypervisor process; the daemon's serving
+thread or the bare profiler process); and, from the trace DB, how many
+recorded accesses waited over 1 ms in each round (a burst of the writer that
 held them shows there), how many of the rows are marked storage_overlap (in
 flight while the writer committed or a checkpoint ran), and the p99.9 of the
-trap-to-resume time of all rows and of the unmarked ones.  --pin runs every process on CPU
-0 (taskset): wake-up noise removed, parallelism too.
+trap-to-resume time of all rows and of the unmarked ones.  --pin runs every
+process on CPU 0 (taskset): wake-up noise removed, parallelism too.
 
 usage: trap_path.py --bin BUILD_DIR [--accesses N] [--rounds R] [--vcpus 1,2,4] [--pin [--idle-hog]]
                     [--writer-nice N]   (the daemon's, -20 to 19: the writer's bursts at that nice value)
