@@ -900,12 +900,14 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
     for (bool waited = false;; waited = true) {
         if (ioreq_state(p) == STATE_IORESP_READY)
             break;
-        s_time_t left = deadline - NOW();
-        // Whether the profiler is still there is asked only after a wait
-        // that brought no answer: the answer's own path takes no lock.  A
-        // stop is looked at before every wait: its kick may have come
-        // before this vCPU began to wait (it sets stopping_ first).
+        // Whether the profiler is still there, and the time left, are
+        // asked only after a wait that brought no answer: the answer's own
+        // path takes no lock and reads the clock only for the stamps and
+        // the deadline.  A stop is looked at before every wait: its kick
+        // may have come before this vCPU began to wait (it sets stopping_
+        // first).
         if (waited || stopping_) {
+            const s_time_t left = deadline - NOW();
             bool dead;
             {
                 std::lock_guard lk(dom->mu);
