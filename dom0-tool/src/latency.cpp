@@ -221,8 +221,11 @@ std::string latency_sql(const Selection& sel, Grouping by, bool exact,
 }
 
 std::string latency_sql(Db& db, const Selection& sel, Grouping by, bool exact) {
-    return exact || !summaries_answer(sel, by) ? exact_sql(sel, by)
-                                               : summary_sql(sel, summary_lag(db, sel));
+    // Which table answers is the other form's choice; this one only spares
+    // reading the rows the summaries lag where they do not answer.
+    const bool summaries = !exact && summaries_answer(sel, by);
+    return latency_sql(sel, by, exact,
+                       summaries ? summary_lag(db, sel) : std::vector<SummaryLag>{});
 }
 
 } // namespace busprof
