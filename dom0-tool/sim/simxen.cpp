@@ -812,9 +812,13 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
 
     // The routing decision is the hypervisor core's, as in Xen's I/O path
     // (busprof_ioreq_route()): the server it names, kept for as long as
-    // the access waits on it.
+    // the access waits on it, and the stamp of a trapped access, taken
+    // with the decision.  Who made it: the guest thread (the guest library
+    // sends its id in nr), on the CPU this simulated vCPU runs on now.
+    int cpu = ::sched_getcpu();
+    v->processor = cpu < 0 ? 0 : static_cast<unsigned>(cpu);
     struct busprof_route route {};
-    const bool trapped = busprof_route(&dom->d, r.port, size, &route);
+    const bool trapped = busprof_route_access(v, r.port, size, r.rip, task, &route);
     // One look under the domain's lock takes the server and fills its slot
     // for this vCPU (only this vCPU's thread writes it).
     std::shared_ptr<IoreqServer> srv;
@@ -833,12 +837,6 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
         // The profiler's server is gone: drop the traps, and the access
         // takes its usual path.
         busprof_access_timeout(v, r.port);
-    } else if (trapped) {
-        // Who made it: the guest thread (the guest library sends its id in
-        // nr), on the CPU this simulated vCPU runs on now.
-        int cpu = ::sched_getcpu();
-        v->processor = cpu < 0 ? 0 : static_cast<unsigned>(cpu);
-        busprof_stamp_trap(v, r.rip, task);
     }
 
     if (srv) {

@@ -498,6 +498,34 @@ TEST_F(Core, StartTrapChecksTheServerRoutesThePortsAndPostsAStartMessage) {
     EXPECT_EQ(host().notifies[0].port, ctrl_port());
 }
 
+// The I/O paths route and stamp an access with one look at the state
+// (busprof_route_access()): each access routed to a profiler is in its
+// vCPU's stamp slot, so a profiler that detaches knows how many it must
+// still serve; an access not routed is not stamped.
+TEST_F(Core, EveryRoutedAccessIsStampedWithItsRouting) {
+    ready();
+    auto* pg = page();
+    ASSERT_EQ(start(0x3f8, 0x3ff), 0);
+    struct busprof_route r {};
+    gv[1].processor = 5;
+    host().tsc = 4000;
+    ASSERT_TRUE(busprof_route_access(&gv[1], 0x3f8, 1, 0x401000, 0x7000, &r));
+    EXPECT_EQ(r.ioservid, kIoserv);
+    EXPECT_EQ(pg->stamp[1].seq, 1u);
+    EXPECT_EQ(pg->stamp[1].rip, 0x401000u);
+    EXPECT_EQ(pg->stamp[1].tsc_trap, 4000u);
+    EXPECT_EQ(pg->who[1].task, 0x7000u);
+    EXPECT_EQ(pg->who[1].pcpu, 5u);
+    EXPECT_FALSE(busprof_route_access(&gv[1], 0x2f8, 1, 0x401004, 0x7000, &r));
+    EXPECT_FALSE(busprof_route_access(&gv[1], 0x3fe, 4, 0x401004, 0x7000, &r));
+    EXPECT_EQ(pg->stamp[1].seq, 1u);
+    EXPECT_EQ(pg->stamp[1].rip, 0x401000u);
+    EXPECT_EQ(query().trapped, 1u);
+    ASSERT_EQ(detach(), 0);
+    EXPECT_FALSE(busprof_route_access(&gv[1], 0x3f8, 1, 0x401008, 0x7000, &r));
+    EXPECT_EQ(query().trapped, 1u);
+}
+
 // Xen's I/O path and the simulator both ask busprof_route() where a trapped
 // access goes: the server of the profiler attached now, never a mix of two
 // attachments.

@@ -281,11 +281,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                 break;
             static const unsigned sizes[] = {1, 2, 4, 0, 3, 8};
             unsigned p = port(in), sz = in.PickValueInArray(sizes);
-            if (busprof_pio_trapped(&w.guest, p, sz)) {
+            const bool trapped = busprof_pio_trapped(&w.guest, p, sz);
+            struct busprof_route r {};
+            const uint64_t rip = in.ConsumeIntegral<uint64_t>(),
+                           task = in.ConsumeIntegral<uint64_t>();
+            if (busprof_route_access(gv, p, sz, rip, task, &r) != trapped)
+                fail("busprof_route_access() and busprof_route() disagree", p, sz);
+            if (trapped) {
                 if (!testhost::permitted(kGuest, p, p + sz - 1))
                     fail("an access trapped to a port the guest may not access", p, sz);
-                busprof_stamp_trap(gv, in.ConsumeIntegral<uint64_t>(),
-                                   in.ConsumeIntegral<uint64_t>());
                 if (in.ConsumeBool())
                     busprof_stamp_resume(gv);
                 else

@@ -730,25 +730,85 @@ long busprof_op(struct vcpu *curr, unsigned int cmd,
     return -EOPNOTSUPP;
 }
 
+/* Caller holds bd->lock. */
+static bool route_locked(const struct busprof_domain *bd, unsigned int port,
+                         unsigned int size, struct busprof_route *r)
+{
+    /* Like ioreq server selection, only an access wholly inside. */
+    if ( !bd->attached ||
+         !busprof_ranges_covers(&bd->traps, port, port + size - 1) )
+        return false;
+
+    if ( r )
+    {
+        r->ioservid = bd->ioservid;
+        r->profiler = bd->profiler;
+    }
+
+    return true;
+}
+
+/* Caller holds bd->lock. */
+static void stamp_trap_locked(struct busprof_domain *bd, struct vcpu *v,
+                              uint64_t rip, uint64_t task)
+{
+    struct xen_busprof_stamp *s;
+    struct xen_busprof_who *w;
+
+    if ( !bd->page || v->vcpu_id >= XEN_BUSPROF_MAX_VCPUS )
+        return;
+
+    s = &bd->page->stamp[v->vcpu_id];
+    w = &bd->page->who[v->vcpu_id];
+    s->rip = rip;
+    s->tsc_trap = busprof_host_tsc();
+    w->task = task;
+    w->pcpu = v->processor;
+    smp_wmb();
+    s->seq++;
+    bd->trapped++;
+}
+
+static bool size_ok(unsigned int port, unsigned int size)
+{
+    return (size == 1 || size == 2 || size == 4) && port + size - 1 <= 0xffff;
+}
+
 bool busprof_route(struct domain *d, unsigned int port, unsigned int size,
                    struct busprof_route *r)
 {
     struct busprof_domain *bd = d->busprof;
     bool trapped;
 
-    if ( !bd || (size != 1 && size != 2 && size != 4) ||
-         port + size - 1 > 0xffff )
+    if ( !bd || !size_ok(port, size) )
         return false;
 
     spin_lock(&bd->lock);
-    /* Like ioreq server selection, only an access wholly inside. */
-    trapped = bd->attached &&
-              busprof_ranges_covers(&bd->traps, port, port + size - 1);
-    if ( trapped && r )
-    {
-        r->ioservid = bd->ioservid;
-        r->profiler = bd->profiler;
-    }
+    trapped = route_locked(bd, port, size, r);
+    spin_unlock(&bd->lock);
+
+    return trapped;
+}
+
+bool busprof_route_access(struct vcpu *v, unsigned int port,
+                          unsigned int size, uint64_t rip, uint64_t task,
+                          struct busprof_route *r)
+{
+    struct busprof_domain *bd = v->domain->busprof;
+    bool trapped;
+
+    if ( !bd || !size_ok(port, size) )
+        return false;
+
+    /*
+     * The decision and the stamp under one hold of the lock: a profiler
+     * that detaches finds every access routed to it before counted in its
+     * stamp slots, and serves each of them before it lets its server go.
+     */
+    spin_lock(&bd->lock);
+    trapped = route_locked(bd, port, size, r);
+    if ( trapped )
+        stamp_trap_locked(bd, v, rip, task);
     spin_unlock(&bd->lock);
 
     return trapped;
@@ -763,25 +823,12 @@ bool busprof_pio_trapped(struct domain *d, unsigned int port,
 void busprof_stamp_trap(struct vcpu *v, uint64_t rip, uint64_t task)
 {
     struct busprof_domain *bd = v->domain->busprof;
-    struct xen_busprof_stamp *s;
-    struct xen_busprof_who *w;
 
     if ( !bd )
         return;
 
     spin_lock(&bd->lock);
-    if ( bd->page && v->vcpu_id < XEN_BUSPROF_MAX_VCPUS )
-    {
-        s = &bd->page->stamp[v->vcpu_id];
-        w = &bd->page->who[v->vcpu_id];
-        s->rip = rip;
-        s->tsc_trap = busprof_host_tsc();
-        w->task = task;
-        w->pcpu = v->processor;
-        smp_wmb();
-        s->seq++;
-        bd->trapped++;
-    }
+    stamp_trap_locked(bd, v, rip, task);
     spin_unlock(&bd->lock);
 }
 

@@ -90,12 +90,20 @@ struct busprof_route {
  * make: is this access of d sent to the profiler?  Only an access wholly
  * inside a trapped range, while a profiler is attached.  If so and r is
  * not NULL, *r names the profiler's server, read under the same lock as
- * the decision.  The caller sends the access there if that server is
- * still there and the profiler's (else busprof_access_timeout()), and
- * stamps it with busprof_stamp_trap() just before.
+ * the decision.
  */
 bool busprof_route(struct domain *d, unsigned int port, unsigned int size,
                    struct busprof_route *r);
+/*
+ * busprof_route() for v's access, which is stamped (busprof_stamp_trap())
+ * under the same lock if it is trapped, so that each access routed to a
+ * profiler is in its stamp slot before a detach returns.  The caller
+ * sends the access to *r's server if that server is still there and the
+ * profiler's (else busprof_access_timeout()).
+ */
+bool busprof_route_access(struct vcpu *v, unsigned int port,
+                          unsigned int size, uint64_t rip, uint64_t task,
+                          struct busprof_route *r);
 /* busprof_route() without the destination. */
 bool busprof_pio_trapped(struct domain *d, unsigned int port,
                          unsigned int size);
