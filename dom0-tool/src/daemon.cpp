@@ -302,6 +302,8 @@ int Daemon::run() {
             last_publish = now;
         }
     }
+    if (!detached_ && !gone_)
+        drain();
     finalize_all(true);
     if (gone_) {
         std::fprintf(stderr, "busprof: error: the %s hypervisor went away: stopping the session\n",
@@ -489,6 +491,8 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
         break;
 
     case XEN_BUSPROF_CTRL_detach:
+        if (detaching_)
+            break; // drain()'s own
         // The domain is going away, or an access timed out (reported above).
         writer_->add_event({session_ord_, "detached", t,
                             counters_.timeouts
@@ -739,6 +743,52 @@ void Daemon::flush_pre_window() {
 void Daemon::finalize_all(bool force) {
     for (unsigned v = 0; v < pending_.size(); v++)
         finalize(v, force);
+}
+
+// The daemon stops while the guest may be in the middle of an access.
+// Leaving with a request in a slot would let the guest see what no device
+// answered (all ones, a lost write) once the server goes.  So: detach,
+// after which Xen routes nothing more here, and serve, for real and
+// recorded, every access it routed before: each is counted in its vCPU's
+// stamp slot (the core stamps with the routing decision), so the daemon
+// knows when it has them all.  Xen stamps no resume after the detach: these
+// records end at their bus access.  Bounded by the guest's own wait bound;
+// what is still missing then is said in an event.
+void Daemon::drain() {
+    detaching_ = true;
+    chan_->detach();
+    std::vector<uint64_t> routed(chan_->nr_vcpus);
+    for (unsigned v = 0; v < chan_->nr_vcpus; v++)
+        routed[v] = __atomic_load_n(&chan_->page->stamp[v].seq, __ATOMIC_ACQUIRE);
+    const uint64_t until = now_ns() + static_cast<uint64_t>(cfg_.timeout_ms) * 1000000u;
+    std::vector<Channel::Ev> evs;
+    for (;;) {
+        serve_ctrl_ring();
+        unsigned missing = 0;
+        for (unsigned v = 0; v < chan_->nr_vcpus; v++) {
+            serve_ioreq(v);
+            missing += last_stamp_seq_[v] != routed[v];
+        }
+        if (!missing)
+            break;
+        uint64_t now = now_ns();
+        if (now >= until) {
+            counters_.notes_dropped += !writer_->add_event(
+                {session_ord_, "stop_unserved", now,
+                 std::to_string(missing) + " vCPUs' accesses routed before the stop never "
+                                           "reached the daemon's ioreq server"},
+                true);
+            break;
+        }
+        arm_tick(now, 1);
+        evs.clear();
+        const int wake_fds[] = {wake_.get(), tick_.get()};
+        chan_->wait(wake_fds, evs);
+        for (const Channel::Ev& e : evs)
+            gone_ |= e.kind == Channel::Ev::gone;
+        if (gone_)
+            break; // its requests went with it
+    }
 }
 
 // ---------------------------------------------------------------- control

@@ -107,6 +107,7 @@ class Daemon {
     void timed_out(unsigned v, uint64_t t);
     void finalize(unsigned v, bool force);
     void finalize_all(bool force);
+    void drain();
     void complete(const Pending& pd);
     void flush_pre_window();
     void queue_record(Record r);
@@ -143,6 +144,7 @@ class Daemon {
     uint32_t seen_lost_ = 0;
     bool queue_full_reported_ = false;
     bool detached_ = false, gone_ = false;
+    bool detaching_ = false; // drain(): the detach message to come is ours
     Session session_;
     uint32_t session_ord_ = 0;
     SessionCounters counters_;

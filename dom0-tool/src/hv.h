@@ -50,6 +50,11 @@ class Channel {
     virtual void wait(std::span<const int> wake_fds, std::vector<Ev>& out) = 0;
     // Tells vCPU v its ioreq is answered.
     virtual void notify_vcpu(unsigned v) = 0;
+    // Stops being the domain's profiler (XEN_BUSPROF_detach) but keeps the
+    // ioreq server, its slots and events: Xen routes no new access here,
+    // and every access it routed before is in the stamp slots, to be
+    // served before the channel goes.  Idempotent; never throws.
+    virtual void detach() = 0;
 };
 
 class Hypervisor {

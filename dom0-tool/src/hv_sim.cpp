@@ -13,6 +13,7 @@ extern "C" {
 #include <mutex>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <utility>
 
 namespace busprof {
 
@@ -98,8 +99,7 @@ class SimChannel : public Channel {
     SimChannel(std::shared_ptr<SimConn> conn, uint16_t domid)
         : conn_(std::move(conn)), domid_(domid) {}
     ~SimChannel() override {
-        if (attached_)
-            detach();
+        detach();
         if (ioreq)
             ::munmap(ioreq, 4096);
         if (page)
@@ -108,7 +108,9 @@ class SimChannel : public Channel {
 
     // Only a channel that attached may detach: a failed second daemon
     // must not take the profiler away from the first.
-    void detach() {
+    void detach() override {
+        if (!std::exchange(attached_, false))
+            return;
         xen_busprof_domain d{};
         d.domid = domid_;
         bp_sim_msg m{};

@@ -108,7 +108,6 @@ class Attachment {
     }
     ~Attachment() { reset(); }
 
-  private:
     void reset() {
         if (!call_)
             return;
@@ -259,6 +258,8 @@ class XenChannel : public Channel {
             throw_errno("notifying vCPU " + std::to_string(v) + " of domain " +
                         std::to_string(domid_) + " (xenevtchn_notify)");
     }
+
+    void detach() override { attachment_.reset(); }
 
   private:
     static constexpr size_t kMaxWakeFds = 4;

@@ -11,6 +11,10 @@
  *                          bp_pause ... bp_resume of the recording
  *   extract FIRST LAST     the guest's records of ports FIRST-LAST: a count,
  *                          then one "port dir value [pre-trigger]" line per record
+ *   hammer MS              trap the UART, print "TRAPPED", then write and read
+ *                          back its scratch register for MS ms (the test stops
+ *                          the daemon meanwhile): pairs made, values read back
+ *                          wrong, the longest access in us
  */
 #include <busprof/busprof.h>
 
@@ -21,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/io.h>
+#include <time.h>
 
 #define SCRATCH 0x3ff
 
@@ -229,6 +234,45 @@ static int extract(unsigned int first, unsigned int last)
     return 0;
 }
 
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/*
+ * Whatever happens to the profiler meanwhile, the guest sees its device:
+ * each value written reads back (0xff, what an unclaimed port reads, is
+ * never written), and no access waits for a profiler that went.
+ */
+static int hammer(long ms)
+{
+    bp_handle *h = open_or_die();
+    uint64_t end, t0, t1, longest = 0;
+    long pairs = 0, bad = 0;
+    uint8_t v;
+
+    check(bp_start_trap(h, 0x3f8, 0x3ff), "bp_start_trap");
+    printf("TRAPPED\n");
+    fflush(stdout);
+    end = now_us() + (uint64_t)ms * 1000u;
+    for ( t0 = now_us(); t0 < end; t0 = t1, pairs++ )
+    {
+        v = (uint8_t)(pairs % 0xff);
+        outb(v, SCRATCH);
+        bad += inb(SCRATCH) != v;
+        t1 = now_us();
+        if ( t1 - t0 > longest )
+            longest = t1 - t0;
+    }
+    printf("HAMMER %ld pairs, %ld values wrong, longest pair %llu us\n",
+           pairs, bad, (unsigned long long)longest);
+    bp_close(h);
+    return bad != 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
@@ -246,7 +290,9 @@ int main(int argc, char **argv)
     if ( !strcmp(c, "extract") && argc == 4 )
         return extract((unsigned int)strtoul(argv[2], NULL, 0),
                        (unsigned int)strtoul(argv[3], NULL, 0));
+    if ( !strcmp(c, "hammer") && argc == 3 )
+        return hammer(strtol(argv[2], NULL, 0));
     fprintf(stderr, "usage: sim_guest passthrough|strings|threads N ROUNDS|"
-            "two-handles|pause|extract FIRST LAST\n");
+            "two-handles|pause|extract FIRST LAST|hammer MS\n");
     return 2;
 }

@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <new>
 #include <thread>
@@ -138,6 +139,7 @@ class FakeChannel : public Channel {
     void notify_vcpu(unsigned v) override {
         std::lock_guard lk(mu_);
         answered_[v]++;
+        data_[v] = static_cast<uint32_t>(ioreq->vcpu_ioreq[v].data);
         cv_.notify_all();
     }
 
@@ -166,14 +168,34 @@ class FakeChannel : public Channel {
     }
     uint64_t last_seq() const { return seq_; }
 
+    // Xen's detach: no access is routed here any more, and every one
+    // routed before is stamped.  on_detach runs then, on the daemon's
+    // thread.
+    std::function<void()> on_detach;
+    void detach() override {
+        if (std::exchange(detached_, true))
+            return;
+        post(XEN_BUSPROF_CTRL_detach);
+        if (on_detach)
+            on_detach();
+    }
+
     // A trapped access of vCPU v: stamped, then its ioreq made ready, and
     // its event sent unless notify is false (an event lost on the way).
     void send(unsigned v, uint16_t port, bool write, uint32_t data = 0, bool notify = true) {
+        stamp(v, port);
+        ready(v, port, write, data, notify);
+    }
+    // Xen's routing decision for vCPU v's access, which stamps it.
+    void stamp(unsigned v, uint16_t port) {
         xen_busprof_stamp& st = page->stamp[v];
         st.rip = 0x401000 + port;
         st.tsc_trap = now();
         page->who[v].task = 4242;
         __atomic_store_n(&st.seq, st.seq + 1, __ATOMIC_RELEASE);
+    }
+    // The ioreq of the access vCPU v was routed for, sent.
+    void ready(unsigned v, uint16_t port, bool write, uint32_t data = 0, bool notify = true) {
         ioreq_t r{};
         r.addr = port;
         r.size = 1;
@@ -186,6 +208,17 @@ class FakeChannel : public Channel {
         publish_ioreq(&ioreq->vcpu_ioreq[v], r);
         if (notify)
             report({Ev::ioreq, v});
+    }
+
+    // Waits for the daemon's answer to vCPU v's access; the value the guest
+    // reads.  For a daemon that may be gone, with its channel, once it
+    // answered: the vCPU is not resumed.
+    uint32_t answer(unsigned v) {
+        std::unique_lock lk(mu_);
+        unsigned want = ++resumed_[v];
+        if (!cv_.wait_for(lk, std::chrono::seconds(10), [&] { return answered_[v] >= want; }))
+            ADD_FAILURE() << "vCPU " << v << " was never answered";
+        return data_[v];
     }
 
     // Waits for the daemon's answer to vCPU v's access and resumes the
@@ -218,19 +251,42 @@ class FakeChannel : public Channel {
     std::condition_variable cv_;
     std::vector<Ev> events_;
     unsigned answered_[kVcpus] = {}, resumed_[kVcpus] = {};
+    uint32_t data_[kVcpus] = {};
     uint64_t seq_ = 0;
+    bool detached_ = false;
+};
+
+// The daemon's end of the fake channel, which goes when its run() ends; the
+// test's end (FakeChannel) stays until the test ends, as Xen's pages do.
+class ChannelEnd : public Channel {
+  public:
+    explicit ChannelEnd(std::shared_ptr<FakeChannel> ch) : ch_(std::move(ch)) {
+        ioreq = ch_->ioreq;
+        page = ch_->page;
+        nr_vcpus = ch_->nr_vcpus;
+    }
+    void wait(std::span<const int> wake_fds, std::vector<Ev>& out) override {
+        ch_->wait(wake_fds, out);
+    }
+    void notify_vcpu(unsigned v) override { ch_->notify_vcpu(v); }
+    void detach() override { ch_->detach(); }
+
+  private:
+    std::shared_ptr<FakeChannel> ch_;
 };
 
 class FakeHypervisor : public Hypervisor {
   public:
-    explicit FakeHypervisor(std::unique_ptr<FakeChannel> ch) : ch_(std::move(ch)) {}
+    explicit FakeHypervisor(std::shared_ptr<FakeChannel> ch) : ch_(std::move(ch)) {}
     std::string name() const override { return "fake"; }
     DomainInfo lookup(const std::string& dom) override { return {kDomid, dom, kVcpus}; }
     MOCK_METHOD(Status, op, (unsigned, void*, size_t, const void*, size_t), (override));
-    std::unique_ptr<Channel> attach(const DomainInfo&, unsigned) override { return std::move(ch_); }
+    std::unique_ptr<Channel> attach(const DomainInfo&, unsigned) override {
+        return std::make_unique<ChannelEnd>(ch_);
+    }
 
   private:
-    std::unique_ptr<FakeChannel> ch_;
+    std::shared_ptr<FakeChannel> ch_;
 };
 
 class MockBus : public Bus {
@@ -261,7 +317,7 @@ class DaemonTest : public ::testing::Test {
         std::filesystem::remove_all(dir_);
         std::filesystem::create_directories(dir_);
 
-        auto ch = std::make_unique<FakeChannel>();
+        auto ch = std::make_shared<FakeChannel>();
         chan = ch.get();
         auto hv = std::make_unique<NiceMock<FakeHypervisor>>(std::move(ch));
         this->hv = hv.get();
@@ -800,6 +856,44 @@ TEST_F(DaemonTest, XenDetachingEndsTheRun) {
     EXPECT_EQ(rc, EXIT_SUCCESS);
     daemon.reset();
     EXPECT_EQ(scalar("SELECT count(*) FROM events WHERE kind = 'detached'"), 1);
+}
+
+// A stop (SIGTERM, busprof stop) while the guest is in the middle of an
+// access changes nothing the guest sees: the daemon detaches, then serves
+// for real and records every access Xen routed to it before, here one
+// whose ioreq is in its slot and one whose vCPU was routed just before the
+// detach and sends its ioreq just after.  Before, the daemon left with
+// them unanswered and the guest got all ones or lost its write.
+TEST_F(DaemonTest, AStopServesEveryAccessRoutedBeforeIt) {
+    EXPECT_CALL(*bus, access(0x2ff, 1u, true, _));
+    EXPECT_CALL(*bus, access(0x2fe, 1u, false, _)).WillOnce(SetArgPointee<3>(0x5a));
+    // The late ioreq comes with no event: the daemon, done once it served
+    // it, takes the channel with it.
+    std::thread late;
+    chan->on_detach = [&] {
+        late = std::thread([this] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            chan->ready(1, 0x2fe, false, 0, false);
+        });
+    };
+    start();
+    chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
+    chan->report({Channel::Ev::ring, 0});
+    chan->stamp(1, 0x2fe);
+    chan->send(0, 0x2ff, true, 0x33, false);
+    daemon->stop("test");
+    EXPECT_EQ(chan->answer(1), 0x5au);
+    chan->answer(0);
+    runner.join();
+    late.join();
+    EXPECT_EQ(rc, EXIT_SUCCESS);
+    daemon.reset();
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions WHERE status = 'ok'"), 2);
+    EXPECT_EQ(scalar("SELECT value FROM transactions WHERE dir = 'out'"), 0x33);
+    EXPECT_EQ(scalar("SELECT value FROM transactions WHERE dir = 'in'"), 0x5a);
+    // The detach was the daemon's own: no event says Xen detached it.
+    EXPECT_EQ(scalar("SELECT count(*) FROM events WHERE kind = 'detached'"), 0);
+    EXPECT_EQ(scalar("SELECT count(*) FROM markers WHERE kind = 'stop' AND cause = 'test'"), 1);
 }
 
 // The ioreq thread serves and records an access without allocating: no
