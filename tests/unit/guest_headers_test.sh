@@ -37,17 +37,10 @@ unit record_then_user bp_record.h busprof.h
 unit record_then_kernel bp_record.h busprof_kernel.h
 
 fail=0
-run() {
+run() { # WHAT COMMAND...: the compiler's errors go to stderr as they come
     what=$1
     shift
-    if out=$("$@" 2>&1); then
-        echo "ok:   $what"
-    else
-        echo "FAIL: $what"
-        echo "  \$ $*"
-        printf '%s\n' "$out" | sed 's/^/  /'
-        fail=1
-    fi
+    "$@" && echo "ok:   $what" || { echo "FAIL: $what: $*"; fail=1; }
 }
 
 # shellcheck disable=SC2086
