@@ -18,7 +18,7 @@ For 1, 2 and 4 vCPUs, in interleaved rounds:
            loop at SCHED_IDLE on the same CPU.  It shows what a thread that
            waits runnable at the lowest priority does to the chain: the CPU
            never idles, and the kernel runs the vCPUs' chains in another
-           order (docs/design.md, "the writer sleeps").
+           order (docs/design.md, "The writer's bursts").
 Each guest vCPU makes ACCESSES trapped OUTs in a row to a port of its own
 (the sim bus with --latency-ns 0, so the bus itself costs ~nothing).  Printed:
 per-access wait p50/p99/p99.9 and throughput, the min and median over the

@@ -18,6 +18,8 @@
 #   --clean-xen     rebuild the hypervisor work tree from scratch
 # Needs root (debootstrap, chroot). Everything goes under <repo>/build/.
 # Exit status 0 only if every expected guest printed its success line and Xen did not crash.
+# A run that booted writes its results as run-results.csv and run-results.md beside
+# its logs (tests/system/results.py; the trace's own check comes after, in check.txt).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -53,6 +55,7 @@ exec 7> "$OUT_DIR/.lock"
 flock -n 7 || { log "waiting for another system-test run on $OUT_DIR"; flock 7; }
 TIMES=()
 T_ALL=$(now)
+python3 "$SYS_DIR/results.py" --begin "$OUT_DIR" || warn "results.py --begin failed"
 stage() { # NAME CMD...: runs one stage, prints and records its wall time
     local name=$1 t0 rc; shift
     echo "==> [stage] $name"
@@ -133,4 +136,8 @@ t7=$(now)
 echo "[stage] 7-check: $(elapsed "$t7") s"
 TIMES+=("7-check: $(elapsed "$t7") s")
 print_times
+python3 "$SYS_DIR/results.py" --end "$OUT_DIR" "$stage_rc" &&
+    python3 "$SYS_DIR/results.py" --out "$OUT_DIR/run-results" \
+        --label "$(head -n1 "$OUT_DIR/xen-variant.txt" 2>/dev/null || echo system-test)" "$OUT_DIR" &&
+    echo "results: $OUT_DIR/run-results.csv, .md" || warn "writing the run's results failed"
 exit $stage_rc

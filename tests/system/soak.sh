@@ -16,10 +16,13 @@
 #               on the unpatched Xen)
 # Each run keeps its logs in build/soak/<variant>-<date>/run-NN/ (serial.log, results/,
 # output.log (the run's own output), check.txt, qemu-status, qemu-cmdline.txt,
-# qemu-registers.txt after a hang, trace.db); build/soak/<variant>-latest points at the
-# newest soak. The images are built in build/soak/<variant>-work/ (the dom0 rootfs
-# and kernel cache of build/system-test/ is shared: BUSPROF_CACHE_DIR), so a soak of
-# each variant can run at the same time. Exit status 0 only if every run passed.
+# qemu-registers.txt after a hang, trace.db, run-info.txt); build/soak/<variant>-latest
+# points at the newest soak. After each run the soak's results are written beside
+# them: soak-results.csv and soak-results.md, a row per run and measurement
+# (tests/system/results.py), and at the end table.txt, the causes (classify.py).
+# The images are built in build/soak/<variant>-work/ (the dom0 rootfs and kernel
+# cache of build/system-test/ is shared: BUSPROF_CACHE_DIR), so a soak of each
+# variant can run at the same time. Exit status 0 only if every run passed.
 set -uo pipefail
 SYS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$SYS_DIR/../.." && pwd)
@@ -74,8 +77,10 @@ for i in $(seq 1 "$RUNS"); do
     mkdir -p "$run"
     t0=$(date +%s)
     echo "---- run $i/$RUNS ($(date +%H:%M:%S))"
+    python3 "$SYS_DIR/results.py" --begin "$run"
     "$SYS_DIR/busprof/system-test.sh" "${ARGS[@]}" > "$run/output.log" 2>&1
     rc=$?
+    python3 "$SYS_DIR/results.py" --end "$run" "$rc"
     for f in serial.log qemu-cmdline.txt qemu-registers.txt qemu-status check.txt xen-variant.txt trace.db; do
         [ -f "$WORK/$f" ] && cp "$WORK/$f" "$run/"
     done
@@ -84,8 +89,10 @@ for i in $(seq 1 "$RUNS"); do
     dirs+=("$run")
     echo "run $i: exit $rc after $(( $(date +%s) - t0 )) s"
     python3 "$SYS_DIR/classify.py" "$run" | sed 's/^/  /'
+    python3 "$SYS_DIR/results.py" --out "$SOAK/soak-results" --label "$variant" "${dirs[@]}"
 done
 echo
-echo "soak of $RUNS run(s) took $(( $(date +%s) - t_all )) s; logs: $SOAK"
+echo "soak of $RUNS run(s) took $(( $(date +%s) - t_all )) s; logs: $SOAK;" \
+     "results: $SOAK/soak-results.csv, .md"
 python3 "$SYS_DIR/classify.py" --table --label "$variant" "${dirs[@]}" | sed -n '/^==== soak/,$p' | tee "$SOAK/table.txt"
 grep -q "^==== soak .*: $RUNS/$RUNS runs passed" "$SOAK/table.txt"

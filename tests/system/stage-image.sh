@@ -71,7 +71,8 @@ if [ -n "${BUSPROF_GUEST_KMODS:-}" ]; then
     KSRC=$STAGE_DIR/kmod
     rm -rf "$KSRC"; cp -r "$BUSPROF_GUEST_KMODS" "$KSRC"
     make -C "$OUT_DIR/kernel/build" M="$KSRC" -j"$(nproc)" \
-        BUSPROF_XEN_PUBLIC="$REPO_ROOT/xen-patches/xen/include/public" modules > "$OUT_DIR/kmod-build.log" 2>&1 \
+        BUSPROF_XEN_PUBLIC="$REPO_ROOT/xen-patches/xen/include/public" \
+        BUSPROF_GUEST_INCLUDE="$REPO_ROOT/guest-lib/include" modules > "$OUT_DIR/kmod-build.log" 2>&1 \
         || { cat "$OUT_DIR/kmod-build.log" >&2; die "building the guest kernel modules failed"; }
     grep -i 'warning' "$OUT_DIR/kmod-build.log" | grep -v 'Skipping BTF' >&2 && die "the guest kernel modules build with warnings"
     mapfile -t KMODS < <(ls "$KSRC"/*.ko)

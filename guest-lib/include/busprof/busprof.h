@@ -29,69 +29,17 @@
 #define BUSPROF_BUSPROF_H
 
 #include <stddef.h>
-#include <stdint.h>
 #include <sys/types.h>
+
+/* struct bp_record, its BP_DIR_*, BP_STATUS_* and BP_RECORD_* values and
+ * BP_INTERFACE_VERSION: one definition, shared with busprof.ko's header. */
+#include "bp_record.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct bp_handle bp_handle;
-
-#define BP_DIR_OUT          0
-#define BP_DIR_IN           1
-#define BP_STATUS_OK        0
-#define BP_STATUS_TIMEOUT   1
-#define BP_STATUS_ERROR     2
-/* bp_record.flags: the record's trap and resume times (the hypervisor's
- * clock) contradict its bus times (the profiler's clock), so they are not to
- * be compared with each other (transactions.clock_skewed, docs/schema.md). */
-#define BP_RECORD_CLOCK_SKEWED 0x01
-/* Served before recording started, kept by the profiler's pre-trigger
- * window (busprof daemon --pre-trigger N; transactions.pre_trigger). */
-#define BP_RECORD_PRE_TRIGGER 0x02
-/* task and pcpu say who made the access (transactions.task and .pcpu).
- * Without it they are 0: the profiler had no stamp of it, or the
- * hypervisor is older than interface 1.2 (bp_interface_version). */
-#define BP_RECORD_WHO         0x04
-/* The access was in flight while the profiler's own storage work ran (a
- * commit of its trace, a checkpoint): where dom0 had no CPU to spare it may
- * have waited for the profiler (transactions.storage_overlap).  A profiler
- * that does not mark accesses never sets it. */
-#define BP_RECORD_STORAGE_OVERLAP 0x08
-
-/*
- * The busprof hypervisor interface this header describes
- * (XEN_BUSPROF_INTERFACE_VERSION): major in the high 16 bits, minor in the
- * low 16.  1.2: bp_record's task and pcpu, bp_interface_version.
- */
-#define BP_INTERFACE_VERSION 0x00010002
-
-/* One transaction; the same layout as struct xen_busprof_record_ext.
- * Programs built against libbusprof before 1.2 (without task and pcpu)
- * keep their own, shorter record: bp_extract is versioned. */
-struct bp_record {
-    uint64_t id;             /* transaction id in the trace DB */
-    uint64_t rip;            /* RIP of the IN/OUT instruction */
-    uint64_t t_trap_ns;      /* times: dom0 CLOCK_MONOTONIC, ns */
-    uint64_t t_bus_begin_ns;
-    uint64_t t_bus_end_ns;
-    uint64_t t_resume_ns;
-    uint32_t value;
-    uint16_t port;
-    uint16_t vcpu;
-    uint8_t size;            /* 1, 2 or 4 */
-    uint8_t dir;             /* BP_DIR_* */
-    uint8_t status;          /* BP_STATUS_* */
-    uint8_t flags;           /* BP_RECORD_* */
-    uint8_t pad[4];
-    uint64_t task;           /* BP_RECORD_WHO: on Xen the guest's page-table
-                                base (CR3) during the access, which names
-                                the process; on the simulator its thread id */
-    uint32_t pcpu;           /* BP_RECORD_WHO: the physical CPU the vCPU
-                                ran on */
-    uint32_t pad2;
-};
 
 /* flags must be 0.  Errors: EINVAL, ENOENT (no backend), EPROTONOSUPPORT
  * (the hypervisor speaks another major version of the busprof interface),

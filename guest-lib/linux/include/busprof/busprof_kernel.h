@@ -27,65 +27,19 @@
 #include <linux/types.h>
 #else
 #include <stddef.h>
-#include <stdint.h>
 #include <sys/types.h>
 #endif
+
+/*
+ * struct bp_record, its BP_DIR_*, BP_STATUS_* and BP_RECORD_* values and
+ * BP_INTERFACE_VERSION: libbusprof's definition (guest-lib/include), the
+ * one both APIs share.
+ */
+#include <busprof/bp_record.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/*
- * The busprof interface (XEN_BUSPROF_INTERFACE_VERSION of public/busprof.h)
- * this header describes: major in the high 16 bits, minor in the low 16.
- * 1.1 added bp_pause and bp_resume and BP_RECORD_PRE_TRIGGER; 1.2 the
- * record's task and pcpu (BP_RECORD_WHO).
- */
-#define BP_INTERFACE_VERSION 0x00010002
-
-#define BP_DIR_OUT 0
-#define BP_DIR_IN 1
-#define BP_STATUS_OK 0
-#define BP_STATUS_TIMEOUT 1
-#define BP_STATUS_ERROR 2
-/* The trap and resume times (the hypervisor's clock) contradict the bus
- * times (the profiler's clock): not to be compared with each other. */
-#define BP_RECORD_CLOCK_SKEWED 0x01
-/* Served before recording started, kept by the pre-trigger window. */
-#define BP_RECORD_PRE_TRIGGER 0x02
-/* task and pcpu say who made the access; without it they are 0 (no stamp,
- * or a Xen older than interface 1.2). */
-#define BP_RECORD_WHO 0x04
-/* In flight while the profiler's storage work ran: it may have waited for
- * the profiler (transactions.storage_overlap). */
-#define BP_RECORD_STORAGE_OVERLAP 0x08
-
-/*
- * One transaction: the layout of struct xen_busprof_record_ext and of
- * libbusprof's struct bp_record.  The record grew in 1.2: with
- * CONFIG_MODVERSIONS, a module built against an older header is refused
- * at load (bp_extract's symbol CRC changed with it).
- */
-struct bp_record {
-	uint64_t id;		/* transaction id in the trace DB */
-	uint64_t rip;		/* RIP of the IN/OUT instruction */
-	uint64_t t_trap_ns;	/* times: dom0 CLOCK_MONOTONIC, ns */
-	uint64_t t_bus_begin_ns;
-	uint64_t t_bus_end_ns;
-	uint64_t t_resume_ns;
-	uint32_t value;
-	uint16_t port;
-	uint16_t vcpu;
-	uint8_t size;		/* 1, 2 or 4 */
-	uint8_t dir;		/* BP_DIR_* */
-	uint8_t status;		/* BP_STATUS_* */
-	uint8_t flags;		/* BP_RECORD_* */
-	uint8_t pad[4];
-	uint64_t task;		/* BP_RECORD_WHO: the page-table base (CR3)
-				 * during the access: the process */
-	uint32_t pcpu;		/* BP_RECORD_WHO: the physical CPU */
-	uint32_t pad2;
-};
 
 /*
  * 0 if busprof.ko provides interface `version` (same major, its minor at
