@@ -753,7 +753,7 @@ void Daemon::finalize_all(bool force) {
 // stamp slot (the core stamps with the routing decision), so the daemon
 // knows when it has them all.  Xen stamps no resume after the detach: these
 // records end at their bus access.  Bounded by the guest's own wait bound;
-// what is still missing then is said in an event.
+// what is still missing then is said in a timeout event.
 void Daemon::drain() {
     detaching_ = true;
     chan_->detach();
@@ -774,7 +774,7 @@ void Daemon::drain() {
         uint64_t now = now_ns();
         if (now >= until) {
             counters_.notes_dropped += !writer_->add_event(
-                {session_ord_, "stop_unserved", now,
+                {session_ord_, "timeout", now,
                  std::to_string(missing) + " vCPUs' accesses routed before the stop never "
                                            "reached the daemon's ioreq server"},
                 true);
