@@ -896,6 +896,26 @@ TEST_F(DaemonTest, AStopServesEveryAccessRoutedBeforeIt) {
     EXPECT_EQ(scalar("SELECT count(*) FROM markers WHERE kind = 'stop' AND cause = 'test'"), 1);
 }
 
+// An access routed before the stop whose ioreq never comes holds the stop
+// no longer than the guest's wait bound, and the trace says so.
+TEST_F(DaemonTest, AStopWaitsForARoutedAccessAtMostItsBound) {
+    cfg.timeout_ms = 200;
+    start();
+    chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
+    chan->report({Channel::Ev::ring, 0});
+    chan->stamp(1, 0x2fe); // routed; its ioreq never sent
+    auto t0 = std::chrono::steady_clock::now();
+    daemon->stop("test");
+    runner.join();
+    auto took = std::chrono::steady_clock::now() - t0;
+    EXPECT_GE(took, std::chrono::milliseconds(200));
+    EXPECT_LT(took, std::chrono::seconds(5));
+    daemon.reset();
+    EXPECT_EQ(scalar("SELECT count(*) FROM events WHERE kind = 'timeout' AND detail LIKE "
+                     "'%routed before the stop%'"),
+              1);
+}
+
 // The ioreq thread serves and records an access without allocating: no
 // per-message allocation on the trap path (issue 10).  Counted over 2000
 // accesses after the first ones (the vectors it reuses grow once); the
