@@ -15,6 +15,7 @@
 #include <fstream>
 #include <latch>
 #include <linux/futex.h>
+#include <optional>
 #include <pthread.h>
 #include <sched.h>
 #include <sstream>
@@ -27,6 +28,52 @@ namespace busprof {
 
 // How long a statement waits for a lock another connection holds.
 constexpr int kBusyTimeoutMs = 5000;
+
+// The SQL functions that reach outside the DB.  fts3_tokenizer() with one
+// argument returns the address of a tokenizer (a pointer into the
+// process), and with two makes a pointer of the caller's choosing one,
+// which FTS3 then calls: SQLite's documented way to run code of one's own
+// (Debian's SQLite is built with it on, and the connection's
+// SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER is turned off too).
+// load_extension() loads a shared library and runs it.  The others are
+// the sqlite3 shell's, denied should a build of the library bring them:
+// readfile(), writefile() and edit() read and write files and run an
+// editor, sha3_query() runs the SQL text it is given past every check of
+// the statement that calls it, usleep() holds the connection where
+// `busprof query --timeout` cannot stop it.
+const std::vector<std::string>& denied_sql_functions() {
+    static const std::vector<std::string> names = {"fts3_tokenizer", "load_extension", "readfile",
+                                                   "writefile",      "edit",           "sha3_query",
+                                                   "usleep"};
+    return names;
+}
+
+bool sql_function_denied(const char* name) {
+    if (!name)
+        return false;
+    const auto& names = denied_sql_functions();
+    return std::any_of(names.begin(), names.end(),
+                       [&](const std::string& n) { return sqlite3_stricmp(n.c_str(), name) == 0; });
+}
+
+int deny_unsafe_sql(void*, int action, const char*, const char* a2, const char*, const char*) {
+    return action == SQLITE_FUNCTION && sql_function_denied(a2) ? SQLITE_DENY : SQLITE_OK;
+}
+
+Db Db::connect(const std::string& path, int flags) {
+    sqlite3* raw = nullptr;
+    int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
+    Db db(raw);
+    if (rc != SQLITE_OK)
+        throw std::runtime_error(raw ? sqlite3_errmsg(raw) : sqlite3_errstr(rc));
+    // Beneath the authorizer: the FTS3 tokenizer switch (on in Debian's
+    // build) and loading extensions (off by default) are off, whatever the
+    // library's build says.
+    sqlite3_db_config(raw, SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, 0, nullptr);
+    sqlite3_db_config(raw, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, nullptr);
+    sqlite3_set_authorizer(raw, deny_unsafe_sql, nullptr);
+    return db;
+}
 
 static std::string dir_of(const std::string& path) {
     auto p = std::filesystem::path(path).parent_path();
@@ -56,16 +103,18 @@ Db Db::open(const std::string& path, bool writable) {
         throw UserError("cannot read trace DB " + path + ": " + std::strerror(errno),
                         "run 'busprof daemon' or 'busprof demo' to make one, or pass --db FILE");
 
-    sqlite3* raw = nullptr;
     int flags = writable ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
     // No mutex in the connection: each Db is used by one thread at a time
     // (the writer's by the writer), and with one every sqlite3_bind_* and
     // step took and released it.
-    int rc = sqlite3_open_v2(path.c_str(), &raw, flags | SQLITE_OPEN_NOMUTEX, nullptr);
-    Db db(raw);
-    if (rc != SQLITE_OK)
-        throw UserError("cannot open trace DB " + path + ": " +
-                        (raw ? sqlite3_errmsg(raw) : sqlite3_errstr(rc)));
+    Db db = [&] {
+        try {
+            return connect(path, flags | SQLITE_OPEN_NOMUTEX);
+        } catch (const std::runtime_error& e) {
+            throw UserError("cannot open trace DB " + path + ": " + e.what());
+        }
+    }();
+    sqlite3* raw = db.get();
     sqlite3_busy_timeout(raw, kBusyTimeoutMs);
 
     // Whose file it is, read before anything is written: WAL mode and the
@@ -158,12 +207,11 @@ Db Db::open(const std::string& path, bool writable) {
 }
 
 Db Db::memory() {
-    sqlite3* raw = nullptr;
-    int rc = sqlite3_open_v2(":memory:", &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
-    Db db(raw);
-    if (rc != SQLITE_OK)
-        throw std::runtime_error(std::string("in-memory database: ") + sqlite3_errstr(rc));
-    return db;
+    try {
+        return connect(":memory:", SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    } catch (const std::runtime_error& e) {
+        throw std::runtime_error(std::string("in-memory database: ") + e.what());
+    }
 }
 
 Db& Db::operator=(Db&& o) noexcept {
@@ -660,14 +708,15 @@ int Checkpointer::on_wal(void* self, sqlite3* db, const char* name, int pages) {
 // At the writer's priority (see the constructor): the copy is a burst too,
 // and the fsyncs sleep.
 void Checkpointer::run() {
-    sqlite3* db = nullptr;
     // No checkpoint without a connection of its own: the writer's hook then
     // runs them past kOwnPages.
-    if (sqlite3_open_v2(path_.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) !=
-        SQLITE_OK) {
-        sqlite3_close(db);
+    std::optional<Db> own;
+    try {
+        own.emplace(Db::connect(path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX));
+    } catch (const std::runtime_error&) {
         return;
     }
+    sqlite3* db = own->get();
     for (;;) {
         {
             std::unique_lock lk(mu_);
@@ -685,7 +734,6 @@ void Checkpointer::run() {
         busy_->ran(begin, now_ns());
         done_++;
     }
-    sqlite3_close(db);
 }
 
 Writer::Writer(const std::string& path, size_t queue_capacity, size_t note_capacity, int nice,

@@ -26,6 +26,15 @@
 
 namespace busprof {
 
+// SQL functions that no connection of busprof's runs, whoever wrote the
+// SQL (a user's query, a view in a DB someone handed over): each reaches
+// outside the DB (db.cpp says how).  Every connection denies them through
+// its authorizer, deny_unsafe_sql; a caller that sets an authorizer of its
+// own for a while denies them in it too and sets this one back after.
+const std::vector<std::string>& denied_sql_functions();
+bool sql_function_denied(const char* name);
+int deny_unsafe_sql(void*, int action, const char* a1, const char* a2, const char*, const char*);
+
 // Move-only owner of a sqlite3 connection.
 class Db {
   public:
@@ -34,6 +43,10 @@ class Db {
     static Db open(const std::string& path, bool writable);
     // An empty database in memory, for busprof's own scratch tables.
     static Db memory();
+    // A bare connection (sqlite3_open_v2's flags), with no check of whose
+    // file it is: the way open() and memory() connect, and the
+    // checkpointer's own connection.  Throws std::runtime_error.
+    static Db connect(const std::string& path, int flags);
     Db(Db&& o) noexcept : db_(std::exchange(o.db_, nullptr)) {}
     Db& operator=(Db&& o) noexcept;
     Db(const Db&) = delete;
