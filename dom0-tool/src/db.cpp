@@ -85,6 +85,8 @@ Db Db::open(const std::string& path, bool writable) {
     // this busprof writes (PRAGMA user_version; schema/busprof.sql).
     constexpr int64_t kApplicationId = 0x42507266;
     constexpr int64_t kSchemaVersion = 6;
+    // The older version a writer brings up to this one (see below).
+    constexpr int64_t kUpgradable = 5;
 
     if (path.empty())
         throw UserError("no trace DB path given", "pass --db FILE");
@@ -148,6 +150,13 @@ Db Db::open(const std::string& path, bool writable) {
                                 "; this busprof knows up to version " +
                                 std::to_string(kSchemaVersion),
                             "it was written by a newer busprof: use that one");
+        // Refused before anything is written to it (WAL mode, the schema):
+        // a file busprof will not write stays as it was, byte for byte.
+        if (writable && k != Kind::empty && v < kSchemaVersion && v != kUpgradable)
+            throw UserError("trace DB " + path + " has schema version " + std::to_string(v) +
+                                " of an older busprof; this one writes version " +
+                                std::to_string(kSchemaVersion),
+                            "record into a new --db file; busprof still reads this one");
     };
     try {
         check(identify());
@@ -167,21 +176,15 @@ Db Db::open(const std::string& path, bool writable) {
                 check(k);
                 // Tables of an older schema lack columns this one writes.
                 // Version 5 lacks only transactions.storage_overlap, which
-                // it gets (0 in every row: nothing was known); older ones
-                // lack more and are read only.
+                // it gets (0 in every row: nothing was known); check()
+                // refused older ones, which lack more (they are read only).
                 const int64_t was = db.scalar("PRAGMA user_version");
-                if (k != Kind::empty && was == 5) {
+                if (k != Kind::empty && was == kUpgradable) {
                     db.exec("ALTER TABLE transactions ADD COLUMN storage_overlap INTEGER NOT NULL"
                             " DEFAULT 0 CHECK (storage_overlap = 0 OR storage_overlap = 1)");
                     db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
                     db.exec("UPDATE meta SET value = '" + std::to_string(kSchemaVersion) +
                             "' WHERE key = 'schema_version'");
-                } else if (k != Kind::empty && was < kSchemaVersion) {
-                    throw UserError("trace DB " + path + " has schema version " +
-                                        std::to_string(was) +
-                                        " of an older busprof; this one writes version " +
-                                        std::to_string(kSchemaVersion),
-                                    "record into a new --db file; busprof still reads this one");
                 }
                 db.exec(kSchemaSql);
                 db.exec("PRAGMA application_id = " + std::to_string(kApplicationId));

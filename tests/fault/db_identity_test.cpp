@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 
@@ -65,6 +66,10 @@ class DbIdentity : public ::testing::Test {
         sqlite3_finalize(st);
         sqlite3_close(db);
         return v;
+    }
+    static std::string bytes(const std::string& file) {
+        std::ifstream f(file, std::ios::binary);
+        return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
     }
     static std::string refusal(const std::string& file, bool writable) {
         try {
@@ -209,6 +214,28 @@ TEST_F(DbIdentity, ADbOfSchemaVersion2IsReadButNotWritten) {
     EXPECT_EQ(refusal(f, false), "");
     auto why = refusal(f, true);
     EXPECT_NE(why.find("schema version 2 of an older busprof"), std::string::npos) << why;
+}
+
+// Refused before anything is written: not switched to WAL, no change
+// counter moved (the daemon refused it only after both).
+TEST_F(DbIdentity, AnOlderDbThatIsRefusedIsLeftByteForByte) {
+    for (const char* mode : {"DELETE", "WAL"}) {
+        std::string f = path((std::string("v4-") + mode + ".db").c_str());
+        Db::open(f, true);
+        sql(f, std::string("PRAGMA journal_mode = ") + mode + "; PRAGMA user_version = 4");
+        ASSERT_FALSE(fs::exists(f + "-wal")) << mode; // as its last connection left it
+        const std::string before = bytes(f);
+        EXPECT_NE(refusal(f, true).find("older busprof"), std::string::npos) << mode;
+        EXPECT_TRUE(bytes(f) == before) << mode;
+        EXPECT_FALSE(fs::exists(f + "-wal")) << mode;
+    }
+    // Written before busprof marked its files.
+    std::string f = path("unmarked.db");
+    sql(f, "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+           "INSERT INTO meta VALUES ('created_by', 'busprof'), ('schema_version', '1')");
+    const std::string before = bytes(f);
+    EXPECT_NE(refusal(f, true).find("older busprof"), std::string::npos);
+    EXPECT_TRUE(bytes(f) == before);
 }
 
 // The SQL functions that reach outside the DB (a pointer into the process
