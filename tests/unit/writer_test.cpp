@@ -16,8 +16,10 @@
 #include <mutex>
 #include <sched.h>
 #include <sqlite3.h>
+#include <sstream>
 #include <string>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -335,6 +337,46 @@ TEST_F(WriterTest, SessionsOfDeadDaemonsAreAbortedOnOpen) {
         EXPECT_EQ(scalar("SELECT count(*) FROM sessions WHERE state = 'profiling'"), 1);
         EXPECT_EQ(scalar("SELECT count(*) FROM events WHERE kind = 'aborted'"), 1);
     }
+}
+
+// A daemon killed with SIGKILL that its parent has not waited for yet is a
+// zombie, whose /proc/PID/stat keeps its start time: its session is
+// aborted all the same (it stayed 'profiling' for ever).
+TEST_F(WriterTest, ASessionOfAZombieDaemonIsAbortedOnOpen) {
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0)
+        ::_exit(0);
+    const std::string stat = "/proc/" + std::to_string(child) + "/stat";
+    std::string state, start;
+    for (int i = 0; i < 500 && state != "Z"; i++) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        std::ifstream f(stat);
+        std::string line;
+        std::getline(f, line);
+        std::istringstream rest(line.substr(line.rfind(')') + 2));
+        std::string field;
+        for (int n = 3; n <= 22 && rest >> field; n++) {
+            if (n == 3)
+                state = field;
+            else if (n == 22)
+                start = field;
+        }
+    }
+    ASSERT_EQ(state, "Z");
+    std::string boot;
+    std::getline(std::ifstream("/proc/sys/kernel/random/boot_id"), boot);
+    {
+        Writer w(db_, 16);
+        uint32_t s = w.begin_session(row());
+        ASSERT_TRUE(w.flush());
+        Db d = Db::open(db_, true);
+        d.exec("UPDATE sessions SET owner = '" + boot + "/" + std::to_string(child) + "/" + start +
+               "' WHERE id = " + std::to_string(w.session_row(s, 0)));
+    }
+    Writer again(db_, 16);
+    EXPECT_EQ(scalar("SELECT count(*) FROM sessions WHERE state = 'aborted'"), 1);
+    EXPECT_EQ(::waitpid(child, nullptr, 0), child);
 }
 
 // The producer never waits for the writer's lock (the writer may be
