@@ -1080,6 +1080,28 @@ std::string Writer::last_error() const {
     return last_error_;
 }
 
+// Extract requests that come while the DB cannot be written wait behind
+// the failed work, which the writer retries: they fail at once too, as
+// those among it (they waited until the guest's call timed out, 10 s).
+void Writer::fail_waiting_extracts() {
+    std::vector<ExtractRequest> failed;
+    {
+        std::lock_guard lk(mu_);
+        for (auto it = notes_.begin(); it != notes_.end();) {
+            if (auto* r = std::get_if<ExtractRequest>(&it->body)) {
+                failed.push_back(*r);
+                it = notes_.erase(it);
+                notes_done_++;
+            } else {
+                ++it;
+            }
+        }
+        notes_size_.store(notes_.size(), std::memory_order_seq_cst);
+    }
+    for (const auto& r : failed)
+        answer(r, false);
+}
+
 uint64_t Writer::close(int deadline_ms) {
     pump(true); // the producer has stopped: its outbox goes in
     {
@@ -1591,6 +1613,7 @@ void Writer::run(std::latch& started) {
                 ++it;
             }
         }
+        fail_waiting_extracts();
         uint64_t now = now_ns();
         if (!failing_since) {
             failing_since = now;

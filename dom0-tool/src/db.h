@@ -330,6 +330,7 @@ class Writer {
     bool commit(Work& w, std::vector<ExtractRequest>& extracts, std::string& err);
     void apply_note(Note& n, std::vector<int64_t>& rows, std::vector<ExtractRequest>& extracts);
     void answer(const ExtractRequest& r, bool db_ok);
+    void fail_waiting_extracts();
     int64_t row_of(uint32_t session, const std::vector<int64_t>& rows) const;
     void abort_orphans();
     void summarise_rest(int64_t session);

@@ -316,6 +316,64 @@ TEST_F(WriterTest, CloseGivesUpOnStorageThatNeverReturns) {
     sqlite3_close(other);
 }
 
+// A DB that cannot be written: a trigger refuses every row, as a full disk
+// refuses the commit.  Until the test drops it.
+void refuse_rows(const std::string& db) {
+    Db d = Db::open(db, true);
+    d.exec("CREATE TRIGGER refuse BEFORE INSERT ON transactions"
+           " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END");
+}
+
+void accept_rows(const std::string& db) {
+    Db d = Db::open(db, true);
+    d.exec("DROP TRIGGER refuse");
+}
+
+// Waits until the writer's commits fail (it runs nice: on a busy machine
+// its first try may take a while).
+bool failing(Writer& w) {
+    for (int i = 0; i < 400; i++) {
+        if (w.last_error().find("refused by the test") != std::string::npos)
+            return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    return false;
+}
+
+// An extract that comes while the writer retries work it could not commit
+// is answered -EIO at once, as one among that work is (docs/design.md): it
+// waited behind the work until storage returned, and the guest's call
+// timed out first (-ETIMEDOUT after 10 s).
+TEST_F(WriterTest, AnExtractWhileTheDbCannotBeWrittenFailsAtOnce) {
+    Writer w(db_, 4096);
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<int> statuses;
+    w.on_extract([&](const ExtractRequest&, ExtractResult& r) {
+        std::lock_guard lk(mu);
+        statuses.push_back(r.status);
+        cv.notify_all();
+    });
+    uint32_t s = w.begin_session(row());
+    ASSERT_TRUE(w.flush());
+    refuse_rows(db_);
+    for (uint32_t i = 0; i < 100; i++)
+        ASSERT_TRUE(w.push(rec(s, 0x3ff, i)));
+    (void)w.request_flush(); // now, not at the burst's end
+    ASSERT_TRUE(failing(w)) << w.last_error();
+    const auto t0 = std::chrono::steady_clock::now();
+    w.request_extract(extract(s, 0x3f8, 0x3ff));
+    {
+        std::unique_lock lk(mu);
+        cv.wait_for(lk, std::chrono::seconds(5), [&] { return !statuses.empty(); });
+        EXPECT_EQ(statuses, std::vector<int>{-EIO});
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+    accept_rows(db_);
+    ASSERT_TRUE(w.flush());
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions"), 100);
+}
+
 // A session whose daemon is gone (here: an owner no process has) is
 // marked aborted when the DB is next opened for writing; a live one is not.
 TEST_F(WriterTest, SessionsOfDeadDaemonsAreAbortedOnOpen) {
