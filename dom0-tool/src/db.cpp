@@ -1119,6 +1119,20 @@ uint64_t Writer::close(int deadline_ms) {
     {
         std::lock_guard lk(mu_);
         closed_ = true;
+        // Records the queue refused are as lost as those the writer could
+        // not write: the producer counted them in its sessions' counters,
+        // which the DB holds (when it could write them).
+        uint64_t dropped = 0;
+        for (auto& [ord, c] : counters_)
+            dropped += c.dropped;
+        if (dropped) {
+            lost_ += dropped;
+            std::string why = std::to_string(dropped) +
+                              " records found the queue full and were dropped (sessions.dropped)";
+            if (!failure_.empty())
+                why += " while the trace DB could not be written (" + failure_ + ")";
+            last_error_ = last_error_.empty() ? why : last_error_ + "; " + why;
+        }
     }
     cv_.notify_all();
     return lost_;
@@ -1624,7 +1638,7 @@ void Writer::run(std::latch& started) {
         }
         failures++;
         std::unique_lock lk(mu_);
-        last_error_ = err;
+        last_error_ = failure_ = err;
         if (stop_ && now_ns() - stop_ns_ >= static_cast<uint64_t>(deadline_ms_) * 1000000ull) {
             lost_ = w.records.size() + w.notes.size() + queue_.size() + notes_.size();
             return;

@@ -309,7 +309,9 @@ class Writer {
     // Once the producer has stopped (or on its thread): stops the writer
     // thread after it committed everything queued, or, if the DB
     // cannot be written, gives up deadline_ms after this call.  Returns the number of
-    // records and notes it could not write (0: nothing lost).
+    // records and notes that are not in the DB (0: nothing lost): those it
+    // could not write, and the records its sessions' counters say the
+    // producer dropped (SessionCounters::dropped); last_error() then says why.
     uint64_t close(int deadline_ms);
 
   private:
@@ -411,6 +413,7 @@ class Writer {
     std::vector<uint64_t> committed_by_session_;
     uint64_t notes_in_ = 0, notes_done_ = 0;
     std::string last_error_;
+    std::string failure_; // the last failed commit's error, kept once one succeeds
     bool stop_ = false, closed_ = false;
     int deadline_ms_ = 0;
     uint64_t stop_ns_ = 0; // when close() was called: its deadline counts from there

@@ -159,11 +159,22 @@ def full_queue_counts_every_drop(rig):
     cycle(rig, 500, 1)
     con.execute("COMMIT")
     con.close()
-    rig.stop_daemon()
+    err = stop_after_loss(rig)
     (rec, dropped), = query(rig.db, "SELECT recorded, dropped FROM sessions")
     assert dropped > 0 and rec + dropped == 1000, (rec, dropped)
+    assert f"{dropped} records found the queue full" in err, err
     assert query(rig.db, "SELECT count(*) FROM transactions") == [(rec,)]
     assert query(rig.db, "SELECT count(*) FROM events WHERE kind = 'queue_full'")[0][0] >= 1
+
+
+def stop_after_loss(rig):
+    """SIGTERM to a daemon that lost records: it ends, exit 1 (busprof(1):
+    records could not be written), the loss on stderr, which it returns."""
+    rig.daemon.send_signal(signal.SIGTERM)
+    out, err = rig.daemon.communicate(timeout=30)
+    assert rig.daemon.returncode == 1 and "could not be written" in err, \
+        (rig.daemon.returncode, err)
+    return err
 
 
 def disk_full_keeps_serving_and_reports_loss(rig):
@@ -209,9 +220,12 @@ def disk_full_keeps_serving_and_reports_loss(rig):
         os.unlink(filler)  # space returns
         wait_for(lambda: query(rig.db, "SELECT count(*) FROM events WHERE kind = 'storage'")[0][0],
                  what="a storage event")
-        rig.stop_daemon()
+        # Everything left is written now, but what the full queue dropped
+        # is lost: exit 1, and how many on stderr (it exited 0).
+        err = stop_after_loss(rig)
         (rec, dropped, state), = query(rig.db, "SELECT recorded, dropped, state FROM sessions")
         assert dropped > 0 and rec + dropped == 2000 and state == "stopped", (rec, dropped, state)
+        assert f"{dropped} records found the queue full" in err and "full" in err, err
 
         # Space never returns: SIGTERM ends it anyway, saying what was lost.
         os.unlink(rig.db)
