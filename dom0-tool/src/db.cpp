@@ -769,6 +769,8 @@ Writer::Writer(const std::string& path, size_t queue_capacity, size_t note_capac
     // when it restarts.
     db_.exec("PRAGMA journal_size_limit = " + std::to_string(64 << 20));
     abort_orphans();
+    busy_limit_ms_.store(kBusyTimeoutMs);
+    sqlite3_busy_handler(db_.get(), &Writer::on_busy, this);
     // Named and at its priority before the daemon can serve anything (as
     // the checkpointer): a thread that had not yet run was not the writer
     // yet to top -H, perf, or a test that looked for it (8 runs of 100 of
@@ -1076,8 +1078,36 @@ uint64_t Writer::committed(uint32_t session) const {
 }
 
 std::string Writer::last_error() const {
+    const uint64_t since = locked_since_.load(std::memory_order_acquire);
+    const uint64_t now = now_ns();
+    if (since && now > since && now - since >= static_cast<uint64_t>(kLockedMs) * 1000000u)
+        return "another connection holds the DB's lock (for " +
+               std::to_string((now - since) / 1000000) +
+               " ms so far); what is queued is written once it lets go";
     std::lock_guard lk(mu_);
     return last_error_;
+}
+
+// The writer's busy handler, in place of sqlite3_busy_timeout: it waits
+// for a lock another connection holds as long (busy_limit_ms_), and says
+// meanwhile that it waits, so that `busprof flush` can fail at once with
+// the reason (it waited for the whole lock, and succeeded if it went
+// within the busy timeout).  Another daemon that writes into the same DB
+// holds the lock for a commit, milliseconds: not reported.
+int Writer::on_busy(void* self, int tries) {
+    auto* w = static_cast<Writer*>(self);
+    const uint64_t now = now_ns();
+    if (tries == 0)
+        w->locked_since_.store(now, std::memory_order_release);
+    const uint64_t waited = now - w->locked_since_.load(std::memory_order_acquire);
+    const uint64_t limit = static_cast<uint64_t>(w->busy_limit_ms_.load()) * 1000000u;
+    if (waited >= limit)
+        return 0;
+    // 1, 2, 4 ... 32 ms, as SQLite's own handler backs off.
+    const uint64_t nap =
+        std::min<uint64_t>(uint64_t{1000000} << std::min(tries, 5), limit - waited);
+    std::this_thread::sleep_for(std::chrono::nanoseconds(nap));
+    return 1;
 }
 
 // Extract requests that come while the DB cannot be written wait behind
@@ -1570,8 +1600,8 @@ void Writer::run(std::latch& started) {
             if (stop_) {
                 int64_t left_ms =
                     deadline_ms_ - static_cast<int64_t>((now_ns() - stop_ns_) / 1000000);
-                sqlite3_busy_timeout(
-                    db_.get(), static_cast<int>(std::clamp<int64_t>(left_ms, 0, kBusyTimeoutMs)));
+                busy_limit_ms_.store(
+                    static_cast<int>(std::clamp<int64_t>(left_ms, 0, kBusyTimeoutMs)));
             }
         }
         // Not inside an access of the thread that serves the guest: see
@@ -1580,6 +1610,7 @@ void Writer::run(std::latch& started) {
         const bool rt = raise_for_burst();
         const long cuts = rt ? own_cuts() : 0;
         const bool committed = commit(w, extracts, err);
+        locked_since_.store(0, std::memory_order_release);
         if (rt)
             rt_cuts_.fetch_add(static_cast<uint64_t>(std::max(0L, own_cuts() - cuts)),
                                std::memory_order_release);

@@ -275,7 +275,11 @@ class Writer {
     // Records waiting in the queue, and its size (approximate, any thread).
     size_t queued() const { return queue_.size(); }
     size_t queue_capacity() const { return queue_.capacity(); }
+    // Why the last commit failed ("" once one succeeds), or that the
+    // writer has waited kLockedMs and more for a lock another connection
+    // holds (it goes on waiting, as a full busy timeout, meanwhile).
     std::string last_error() const;
+    static constexpr int kLockedMs = 100;
     const std::string& path() const { return path_; }
     uint64_t checkpoints() const { return checkpointer_->done(); }
     std::mutex& lock_for_tests() { return mu_; } // the lock the producer never waits for
@@ -333,6 +337,7 @@ class Writer {
     void apply_note(Note& n, std::vector<int64_t>& rows, std::vector<ExtractRequest>& extracts);
     void answer(const ExtractRequest& r, bool db_ok);
     void fail_waiting_extracts();
+    static int on_busy(void* self, int tries);
     int64_t row_of(uint32_t session, const std::vector<int64_t>& rows) const;
     void abort_orphans();
     void summarise_rest(int64_t session);
@@ -420,6 +425,10 @@ class Writer {
     uint64_t lost_ = 0;
 
     std::atomic<uint64_t> committed_{0};
+    // The writer's connection waits for another's lock up to busy_limit_ms_
+    // (see on_busy); locked_since_: since when it waits (0: it does not).
+    std::atomic<int> busy_limit_ms_{0};
+    std::atomic<uint64_t> locked_since_{0};
     std::thread thread_;
 };
 

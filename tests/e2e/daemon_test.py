@@ -15,6 +15,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -249,6 +250,32 @@ def disk_full_keeps_serving_and_reports_loss(rig):
                 p.kill()
                 p.communicate()
         subprocess.run(["umount", "-l", mnt], check=False)
+
+
+def a_flush_against_a_locked_db_fails_at_once(rig):
+    """Another connection holds the DB's write lock for 3 s: `busprof flush`
+    fails at once saying so (it waited for the whole lock and then said OK),
+    the daemon keeps what it recorded, and writes it once the lock goes."""
+    rig.policy(PORTS)
+    rig.start_daemon()
+    status(rig)  # the session row exists
+    con = sqlite3.connect(rig.db, isolation_level=None, check_same_thread=False)
+    con.execute("BEGIN IMMEDIATE")
+    released = threading.Timer(3.0, lambda: (con.execute("COMMIT"), con.close()))
+    released.start()
+    try:
+        cycle(rig, 100, 1)
+        t0 = time.time()
+        r = rig.busprof("flush", "--socket", rig.ctl_sock, check=False)
+        took = time.time() - t0
+        assert r.returncode == 1 and "another connection holds the DB's lock" in r.stderr, \
+            (r.returncode, r.stderr)
+        assert took < 1.5, took
+    finally:
+        released.join()
+    rig.busprof("flush", "--socket", rig.ctl_sock)
+    assert query(rig.db, "SELECT count(*) FROM transactions") == [(200,)]
+    rig.stop_daemon()
 
 
 # ---------------------------------------------------------------- faults
@@ -677,7 +704,7 @@ CASES = {f.__name__: f for f in [
     two_domains_into_one_db, skewed_clocks_are_flagged_not_hidden,
     dom0_traps_an_unmodified_guest, triggers_on_a_match_keep_the_pre_trigger_window,
     guest_pauses_and_resumes_the_recording, records_wait_for_their_burst_unless_flushed,
-    a_flush_waits_only_for_what_came_before_it]}
+    a_flush_waits_only_for_what_came_before_it, a_flush_against_a_locked_db_fails_at_once]}
 
 
 def main():

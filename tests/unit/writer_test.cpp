@@ -405,6 +405,36 @@ TEST_F(WriterTest, CloseCountsTheRecordsTheQueueRefused) {
     EXPECT_EQ(scalar("SELECT dropped FROM sessions"), static_cast<int64_t>(c.dropped));
 }
 
+// Another connection holds the DB's lock: the writer says so within
+// kLockedMs and more (a flush fails at once with that reason; it waited
+// for the whole lock, up to the busy timeout, and then succeeded), goes on
+// waiting, and writes everything once the lock goes.
+TEST_F(WriterTest, AWriterWaitingForALockSaysSo) {
+    Writer w(db_, 4096);
+    uint32_t s = w.begin_session(row());
+    ASSERT_TRUE(w.flush());
+    sqlite3* other = nullptr;
+    ASSERT_EQ(sqlite3_open(db_.c_str(), &other), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+    for (uint32_t i = 0; i < 10; i++)
+        ASSERT_TRUE(w.push(rec(s, 0x3ff, i)));
+    const Writer::FlushMark mark = w.request_flush();
+    std::string why;
+    const auto t0 = std::chrono::steady_clock::now();
+    while (why.empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        why = w.last_error();
+    }
+    EXPECT_NE(why.find("another connection holds the DB's lock"), std::string::npos) << why;
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+    EXPECT_FALSE(w.flushed(mark, 0));
+    sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr);
+    sqlite3_close(other);
+    ASSERT_TRUE(w.flushed(mark, 10000));
+    EXPECT_EQ(w.last_error(), "");
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions"), 10);
+}
+
 // A session whose daemon is gone (here: an owner no process has) is
 // marked aborted when the DB is next opened for writing; a live one is not.
 TEST_F(WriterTest, SessionsOfDeadDaemonsAreAbortedOnOpen) {
