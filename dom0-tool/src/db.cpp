@@ -1110,6 +1110,29 @@ int Writer::on_busy(void* self, int tries) {
     return 1;
 }
 
+// Whether the file at path_ is no longer the DB this connection writes:
+// it was deleted, or another file took its place.  Written on, the
+// connection's commits would go into a file no one can open again, and
+// into the WAL beside the path, which the file that takes it would then
+// read as its own.
+bool Writer::db_moved() {
+    int moved = 0;
+    return sqlite3_file_control(db_.get(), "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK &&
+           moved;
+}
+
+// Once the DB has moved: what this connection committed that is still in
+// its WAL goes into the DB it wrote (the file that moved, wherever it is
+// now), and the WAL is emptied, so that a file that takes the path does
+// not receive this DB's pages from the WAL that is still beside it.  The
+// files at the path are never touched: they may be another's.
+void Writer::release_wal() {
+    if (wal_released_)
+        return;
+    wal_released_ = sqlite3_wal_checkpoint_v2(db_.get(), "main", SQLITE_CHECKPOINT_TRUNCATE,
+                                              nullptr, nullptr) == SQLITE_OK;
+}
+
 // Extract requests that come while the DB cannot be written wait behind
 // the failed work, which the writer retries: they fail at once too, as
 // those among it (they waited until the guest's call timed out, 10 s).
@@ -1269,7 +1292,14 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
     bool write_summaries = false;
     bool stopping = std::any_of(counters.begin(), counters.end(),
                                 [](auto& c) { return c.second.state == "stopped"; });
+    const auto moved = [] {
+        return std::runtime_error("the file was deleted, or another took its place, while the"
+                                  " daemon wrote to it: what it wrote went with it, and nothing"
+                                  " more is written to that path");
+    };
     try {
+        if (db_moved())
+            throw moved();
         db_.exec("BEGIN IMMEDIATE");
         // The work begins once the DB's lock is had (waiting for it is
         // sleep). Every record here was pushed, so its access ended, before
@@ -1371,11 +1401,15 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
             upd.step();
             upd.reset();
         }
+        if (db_moved()) // while this transaction was written
+            throw moved();
         db_.exec("COMMIT");
     } catch (const std::exception& e) {
         // Keep the work: a full disk or a busy DB must not lose what was
         // recorded, and the next try writes all of it.
         sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+        if (db_moved())
+            release_wal();
         extracts.clear();
         std::lock_guard lk(mu_);
         for (auto& [ord, c] : counters)

@@ -338,6 +338,8 @@ class Writer {
     void answer(const ExtractRequest& r, bool db_ok);
     void fail_waiting_extracts();
     static int on_busy(void* self, int tries);
+    bool db_moved();
+    void release_wal();
     int64_t row_of(uint32_t session, const std::vector<int64_t>& rows) const;
     void abort_orphans();
     void summarise_rest(int64_t session);
@@ -429,6 +431,7 @@ class Writer {
     // (see on_busy); locked_since_: since when it waits (0: it does not).
     std::atomic<int> busy_limit_ms_{0};
     std::atomic<uint64_t> locked_since_{0};
+    bool wal_released_ = false; // writer only: see release_wal()
     std::thread thread_;
 };
 

@@ -278,6 +278,55 @@ def a_flush_against_a_locked_db_fails_at_once(rig):
     rig.stop_daemon()
 
 
+def a_deleted_db_is_noticed(rig):
+    """The trace DB and its -wal and -shm deleted while the daemon records:
+    the guest is still served, `busprof flush` fails saying what happened,
+    and SIGTERM ends the daemon with exit 1 and the loss on stderr (flush
+    said OK and the daemon exited 0, every record gone with the file)."""
+    rig.policy(PORTS)
+    rig.start_daemon()
+    cycle(rig, 50, 1)
+    rig.busprof("flush", "--socket", rig.ctl_sock)
+    for suffix in ("", "-wal", "-shm"):
+        os.unlink(rig.db + suffix)
+    cycle(rig, 50, 1)  # served all the same
+    r = rig.busprof("flush", "--socket", rig.ctl_sock, check=False)
+    assert r.returncode == 1 and "was deleted, or another took its place" in r.stderr, \
+        (r.returncode, r.stderr)
+    err = stop_after_loss(rig)
+    assert "was deleted, or another took its place" in err, err
+    assert not os.path.exists(rig.db)
+
+
+def a_replaced_db_gets_nothing_of_the_old_one(rig):
+    """Another WAL-mode SQLite file renamed over the trace DB while the
+    daemon records, the DB's -wal and -shm left beside it: the daemon
+    writes no more (flush fails, exit 1), and the file that took the path
+    reads as it was, not with the old DB's pages out of the WAL beside it
+    (which the daemon kept writing into)."""
+    rig.policy(PORTS)
+    rig.start_daemon()
+    cycle(rig, 50, 1)
+    rig.busprof("flush", "--socket", rig.ctl_sock)
+    other = os.path.join(rig.dir, "other.db")
+    con = sqlite3.connect(other)
+    con.execute("PRAGMA journal_mode = WAL")
+    con.execute("CREATE TABLE mine (x INTEGER)")
+    con.execute("INSERT INTO mine VALUES (42)")
+    con.commit()
+    con.close()
+    assert not os.path.exists(other + "-wal")
+    os.rename(other, rig.db)
+    cycle(rig, 50, 1)
+    r = rig.busprof("flush", "--socket", rig.ctl_sock, check=False)
+    assert r.returncode == 1 and "another took its place" in r.stderr, \
+        (r.returncode, r.stderr)
+    stop_after_loss(rig)
+    assert query(rig.db, "SELECT name FROM sqlite_master") == [("mine",)]
+    assert query(rig.db, "SELECT x FROM mine") == [(42,)]
+    assert query(rig.db, "PRAGMA integrity_check") == [("ok",)]
+
+
 # ---------------------------------------------------------------- faults
 
 def hypervisor_gone_ends_session(rig):
@@ -704,7 +753,8 @@ CASES = {f.__name__: f for f in [
     two_domains_into_one_db, skewed_clocks_are_flagged_not_hidden,
     dom0_traps_an_unmodified_guest, triggers_on_a_match_keep_the_pre_trigger_window,
     guest_pauses_and_resumes_the_recording, records_wait_for_their_burst_unless_flushed,
-    a_flush_waits_only_for_what_came_before_it, a_flush_against_a_locked_db_fails_at_once]}
+    a_flush_waits_only_for_what_came_before_it, a_flush_against_a_locked_db_fails_at_once,
+    a_deleted_db_is_noticed, a_replaced_db_gets_nothing_of_the_old_one]}
 
 
 def main():
