@@ -348,6 +348,42 @@ def hypervisor_gone_ends_session(rig):
     assert query(rig.db, "SELECT count(*) FROM events WHERE kind = 'hypervisor_gone'") == [(1,)]
 
 
+def simulator_refuses_what_busprof_cannot_profile(rig):
+    """busprof-simxen's options are checked as busprof's are (exit 1,
+    "busprof-simxen: error:", a HINT): a stamp skew that is not a number or
+    would wrap the stamps, a domain with more vCPUs than the daemon can
+    attach (it then failed with E2BIG and no hint).  A domain of 32 vCPUs
+    is profiled."""
+    simxen = rig.exe("dom0-tool/busprof-simxen")
+    sock = os.path.join(rig.dir, "refused.sock")
+    dom = ("--domain", "1:g:0x3f8-0x3ff")
+    for args, why in (
+            ((*dom, "--stamp-skew-ns", ""), "--stamp-skew-ns: '' is not an integer"),
+            ((*dom, "--stamp-skew-ns", "abc"), "--stamp-skew-ns: 'abc' is not an integer"),
+            ((*dom, "--stamp-skew-ns", "99999999999999999999"), "'99999999999999999999' is not"),
+            ((*dom, "--stamp-skew-ns", "3600000000001"), "'3600000000001' is not"),
+            ((*dom, "--stamp-skew-ns", "-3600000000001"), "'-3600000000001' is not"),
+            ((*dom, "--stamp-skew-ns"), "--stamp-skew-ns"),
+            ((*dom, "--nonsense"), "--nonsense"),
+            ((), "--domain is required"),
+            (("--domain", "1:g:0x3f8-0x3ff:33"), "has 33 vCPUs; the busprof daemon attaches to"),
+            (("--domain", "1:g:0x3f8-0x3ff:64"), "has 64 vCPUs; the busprof daemon attaches to")):
+        r = subprocess.run([simxen, "--socket", sock, *args], capture_output=True, text=True,
+                           timeout=10)
+        assert r.returncode == 1 and "busprof-simxen: error: " in r.stderr and why in r.stderr \
+            and "\nHINT: " in r.stderr, (args, r.returncode, r.stderr)
+        assert not os.path.exists(sock), args
+    rig.close()
+    rig = Rig(rig.bindir, PORTS, 32, sim_args=("--stamp-skew-ns", "-3600000000000"))
+    try:
+        rig.policy(PORTS)
+        rig.start_daemon()
+        assert "state configured" in status(rig)
+        rig.stop_daemon()
+    finally:
+        rig.close()
+
+
 def killed_daemon_session_is_aborted(rig):
     """A daemon killed with SIGKILL leaves its session open; the next open
     of the DB marks it aborted.  A daemon that fails to start leaves no
@@ -754,7 +790,8 @@ CASES = {f.__name__: f for f in [
     dom0_traps_an_unmodified_guest, triggers_on_a_match_keep_the_pre_trigger_window,
     guest_pauses_and_resumes_the_recording, records_wait_for_their_burst_unless_flushed,
     a_flush_waits_only_for_what_came_before_it, a_flush_against_a_locked_db_fails_at_once,
-    a_deleted_db_is_noticed, a_replaced_db_gets_nothing_of_the_old_one]}
+    a_deleted_db_is_noticed, a_replaced_db_gets_nothing_of_the_old_one,
+    simulator_refuses_what_busprof_cannot_profile]}
 
 
 def main():
