@@ -15,6 +15,7 @@
 #include <fstream>
 #include <latch>
 #include <linux/futex.h>
+#include <optional>
 #include <pthread.h>
 #include <sched.h>
 #include <sstream>
@@ -28,6 +29,52 @@ namespace busprof {
 // How long a statement waits for a lock another connection holds.
 constexpr int kBusyTimeoutMs = 5000;
 
+// The SQL functions that reach outside the DB.  fts3_tokenizer() with one
+// argument returns the address of a tokenizer (a pointer into the
+// process), and with two makes a pointer of the caller's choosing one,
+// which FTS3 then calls: SQLite's documented way to run code of one's own
+// (Debian's SQLite is built with it on, and the connection's
+// SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER is turned off too).
+// load_extension() loads a shared library and runs it.  The others are
+// the sqlite3 shell's, denied should a build of the library bring them:
+// readfile(), writefile() and edit() read and write files and run an
+// editor, sha3_query() runs the SQL text it is given past every check of
+// the statement that calls it, usleep() holds the connection where
+// `busprof query --timeout` cannot stop it.
+const std::vector<std::string>& denied_sql_functions() {
+    static const std::vector<std::string> names = {"fts3_tokenizer", "load_extension", "readfile",
+                                                   "writefile",      "edit",           "sha3_query",
+                                                   "usleep"};
+    return names;
+}
+
+bool sql_function_denied(const char* name) {
+    if (!name)
+        return false;
+    const auto& names = denied_sql_functions();
+    return std::any_of(names.begin(), names.end(),
+                       [&](const std::string& n) { return sqlite3_stricmp(n.c_str(), name) == 0; });
+}
+
+int deny_unsafe_sql(void*, int action, const char*, const char* a2, const char*, const char*) {
+    return action == SQLITE_FUNCTION && sql_function_denied(a2) ? SQLITE_DENY : SQLITE_OK;
+}
+
+Db Db::connect(const std::string& path, int flags) {
+    sqlite3* raw = nullptr;
+    int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
+    Db db(raw);
+    if (rc != SQLITE_OK)
+        throw std::runtime_error(raw ? sqlite3_errmsg(raw) : sqlite3_errstr(rc));
+    // Beneath the authorizer: the FTS3 tokenizer switch (on in Debian's
+    // build) and loading extensions (off by default) are off, whatever the
+    // library's build says.
+    sqlite3_db_config(raw, SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, 0, nullptr);
+    sqlite3_db_config(raw, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, nullptr);
+    sqlite3_set_authorizer(raw, deny_unsafe_sql, nullptr);
+    return db;
+}
+
 static std::string dir_of(const std::string& path) {
     auto p = std::filesystem::path(path).parent_path();
     return p.empty() ? "." : p.string();
@@ -38,6 +85,8 @@ Db Db::open(const std::string& path, bool writable) {
     // this busprof writes (PRAGMA user_version; schema/busprof.sql).
     constexpr int64_t kApplicationId = 0x42507266;
     constexpr int64_t kSchemaVersion = 6;
+    // The older version a writer brings up to this one (see below).
+    constexpr int64_t kUpgradable = 5;
 
     if (path.empty())
         throw UserError("no trace DB path given", "pass --db FILE");
@@ -56,16 +105,18 @@ Db Db::open(const std::string& path, bool writable) {
         throw UserError("cannot read trace DB " + path + ": " + std::strerror(errno),
                         "run 'busprof daemon' or 'busprof demo' to make one, or pass --db FILE");
 
-    sqlite3* raw = nullptr;
     int flags = writable ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
     // No mutex in the connection: each Db is used by one thread at a time
     // (the writer's by the writer), and with one every sqlite3_bind_* and
     // step took and released it.
-    int rc = sqlite3_open_v2(path.c_str(), &raw, flags | SQLITE_OPEN_NOMUTEX, nullptr);
-    Db db(raw);
-    if (rc != SQLITE_OK)
-        throw UserError("cannot open trace DB " + path + ": " +
-                        (raw ? sqlite3_errmsg(raw) : sqlite3_errstr(rc)));
+    Db db = [&] {
+        try {
+            return connect(path, flags | SQLITE_OPEN_NOMUTEX);
+        } catch (const std::runtime_error& e) {
+            throw UserError("cannot open trace DB " + path + ": " + e.what());
+        }
+    }();
+    sqlite3* raw = db.get();
     sqlite3_busy_timeout(raw, kBusyTimeoutMs);
 
     // Whose file it is, read before anything is written: WAL mode and the
@@ -99,6 +150,13 @@ Db Db::open(const std::string& path, bool writable) {
                                 "; this busprof knows up to version " +
                                 std::to_string(kSchemaVersion),
                             "it was written by a newer busprof: use that one");
+        // Refused before anything is written to it (WAL mode, the schema):
+        // a file busprof will not write stays as it was, byte for byte.
+        if (writable && k != Kind::empty && v < kSchemaVersion && v != kUpgradable)
+            throw UserError("trace DB " + path + " has schema version " + std::to_string(v) +
+                                " of an older busprof; this one writes version " +
+                                std::to_string(kSchemaVersion),
+                            "record into a new --db file; busprof still reads this one");
     };
     try {
         check(identify());
@@ -118,21 +176,15 @@ Db Db::open(const std::string& path, bool writable) {
                 check(k);
                 // Tables of an older schema lack columns this one writes.
                 // Version 5 lacks only transactions.storage_overlap, which
-                // it gets (0 in every row: nothing was known); older ones
-                // lack more and are read only.
+                // it gets (0 in every row: nothing was known); check()
+                // refused older ones, which lack more (they are read only).
                 const int64_t was = db.scalar("PRAGMA user_version");
-                if (k != Kind::empty && was == 5) {
+                if (k != Kind::empty && was == kUpgradable) {
                     db.exec("ALTER TABLE transactions ADD COLUMN storage_overlap INTEGER NOT NULL"
                             " DEFAULT 0 CHECK (storage_overlap = 0 OR storage_overlap = 1)");
                     db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
                     db.exec("UPDATE meta SET value = '" + std::to_string(kSchemaVersion) +
                             "' WHERE key = 'schema_version'");
-                } else if (k != Kind::empty && was < kSchemaVersion) {
-                    throw UserError("trace DB " + path + " has schema version " +
-                                        std::to_string(was) +
-                                        " of an older busprof; this one writes version " +
-                                        std::to_string(kSchemaVersion),
-                                    "record into a new --db file; busprof still reads this one");
                 }
                 db.exec(kSchemaSql);
                 db.exec("PRAGMA application_id = " + std::to_string(kApplicationId));
@@ -158,12 +210,11 @@ Db Db::open(const std::string& path, bool writable) {
 }
 
 Db Db::memory() {
-    sqlite3* raw = nullptr;
-    int rc = sqlite3_open_v2(":memory:", &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
-    Db db(raw);
-    if (rc != SQLITE_OK)
-        throw std::runtime_error(std::string("in-memory database: ") + sqlite3_errstr(rc));
-    return db;
+    try {
+        return connect(":memory:", SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    } catch (const std::runtime_error& e) {
+        throw std::runtime_error(std::string("in-memory database: ") + e.what());
+    }
 }
 
 Db& Db::operator=(Db&& o) noexcept {
@@ -397,21 +448,35 @@ namespace {
 
 // "<boot id>/<pid>/<start time>" of this process: who owns a session row
 // while it runs.  A pid alone could be reused by an unrelated process.
-std::string start_time_of(long pid) {
+// Fields 3 (state) and 22 (starttime) of /proc/PID/stat; empty if there is
+// no such process.
+struct ProcStat {
+    std::string state, start;
+};
+
+ProcStat proc_stat(long pid) {
     std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
     std::string line;
     if (!std::getline(f, line))
         return {};
-    // Field 22 (starttime); the command name (field 2) may hold spaces.
+    // The command name (field 2) may hold spaces.
     size_t p = line.rfind(')');
     if (p == std::string::npos)
         return {};
     std::istringstream rest(line.substr(p + 2));
+    ProcStat st;
     std::string field;
-    for (int i = 3; i <= 22 && rest >> field; i++)
-        if (i == 22)
-            return field;
-    return {};
+    for (int i = 3; i <= 22 && rest >> field; i++) {
+        if (i == 3)
+            st.state = field;
+        else if (i == 22)
+            st.start = field;
+    }
+    return st.start.empty() ? ProcStat{} : st;
+}
+
+std::string start_time_of(long pid) {
+    return proc_stat(pid).start;
 }
 
 std::string boot_id() {
@@ -430,7 +495,12 @@ bool owner_alive(const std::string& owner) {
     if (a == std::string::npos || a == b || owner.substr(0, a) != boot_id())
         return false;
     long pid = std::strtol(owner.c_str() + a + 1, nullptr, 10);
-    return pid > 0 && start_time_of(pid) == owner.substr(b + 1) && !owner.substr(b + 1).empty();
+    if (pid <= 0 || owner.substr(b + 1).empty())
+        return false;
+    // A process that ended keeps its stat, start time and all, while it is
+    // a zombie (its parent has not waited for it yet): it writes no more.
+    const ProcStat st = proc_stat(pid);
+    return st.start == owner.substr(b + 1) && st.state != "Z" && st.state != "X";
 }
 
 void bind_ns(Stmt& s, int i, uint64_t ns) {
@@ -660,14 +730,15 @@ int Checkpointer::on_wal(void* self, sqlite3* db, const char* name, int pages) {
 // At the writer's priority (see the constructor): the copy is a burst too,
 // and the fsyncs sleep.
 void Checkpointer::run() {
-    sqlite3* db = nullptr;
     // No checkpoint without a connection of its own: the writer's hook then
     // runs them past kOwnPages.
-    if (sqlite3_open_v2(path_.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) !=
-        SQLITE_OK) {
-        sqlite3_close(db);
+    std::optional<Db> own;
+    try {
+        own.emplace(Db::connect(path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX));
+    } catch (const std::runtime_error&) {
         return;
     }
+    sqlite3* db = own->get();
     for (;;) {
         {
             std::unique_lock lk(mu_);
@@ -685,7 +756,6 @@ void Checkpointer::run() {
         busy_->ran(begin, now_ns());
         done_++;
     }
-    sqlite3_close(db);
 }
 
 Writer::Writer(const std::string& path, size_t queue_capacity, size_t note_capacity, int nice,
@@ -699,6 +769,8 @@ Writer::Writer(const std::string& path, size_t queue_capacity, size_t note_capac
     // when it restarts.
     db_.exec("PRAGMA journal_size_limit = " + std::to_string(64 << 20));
     abort_orphans();
+    busy_limit_ms_.store(kBusyTimeoutMs);
+    sqlite3_busy_handler(db_.get(), &Writer::on_busy, this);
     // Named and at its priority before the daemon can serve anything (as
     // the checkpointer): a thread that had not yet run was not the writer
     // yet to top -H, perf, or a test that looked for it (8 runs of 100 of
@@ -1006,8 +1078,81 @@ uint64_t Writer::committed(uint32_t session) const {
 }
 
 std::string Writer::last_error() const {
+    const uint64_t since = locked_since_.load(std::memory_order_acquire);
+    const uint64_t now = now_ns();
+    if (since && now > since && now - since >= static_cast<uint64_t>(kLockedMs) * 1000000u)
+        return "another connection holds the DB's lock (for " +
+               std::to_string((now - since) / 1000000) +
+               " ms so far); what is queued is written once it lets go";
     std::lock_guard lk(mu_);
     return last_error_;
+}
+
+// The writer's busy handler, in place of sqlite3_busy_timeout: it waits
+// for a lock another connection holds as long (busy_limit_ms_), and says
+// meanwhile that it waits, so that `busprof flush` can fail at once with
+// the reason (it waited for the whole lock, and succeeded if it went
+// within the busy timeout).  Another daemon that writes into the same DB
+// holds the lock for a commit, milliseconds: not reported.
+int Writer::on_busy(void* self, int tries) {
+    auto* w = static_cast<Writer*>(self);
+    const uint64_t now = now_ns();
+    if (tries == 0)
+        w->locked_since_.store(now, std::memory_order_release);
+    const uint64_t waited = now - w->locked_since_.load(std::memory_order_acquire);
+    const uint64_t limit = static_cast<uint64_t>(w->busy_limit_ms_.load()) * 1000000u;
+    if (waited >= limit)
+        return 0;
+    // 1, 2, 4 ... 32 ms, as SQLite's own handler backs off.
+    const uint64_t nap =
+        std::min<uint64_t>(uint64_t{1000000} << std::min(tries, 5), limit - waited);
+    std::this_thread::sleep_for(std::chrono::nanoseconds(nap));
+    return 1;
+}
+
+// Whether the file at path_ is no longer the DB this connection writes:
+// it was deleted, or another file took its place.  Written on, the
+// connection's commits would go into a file no one can open again, and
+// into the WAL beside the path, which the file that takes it would then
+// read as its own.
+bool Writer::db_moved() {
+    int moved = 0;
+    return sqlite3_file_control(db_.get(), "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK &&
+           moved;
+}
+
+// Once the DB has moved: what this connection committed that is still in
+// its WAL goes into the DB it wrote (the file that moved, wherever it is
+// now), and the WAL is emptied, so that a file that takes the path does
+// not receive this DB's pages from the WAL that is still beside it.  The
+// files at the path are never touched: they may be another's.
+void Writer::release_wal() {
+    if (wal_released_)
+        return;
+    wal_released_ = sqlite3_wal_checkpoint_v2(db_.get(), "main", SQLITE_CHECKPOINT_TRUNCATE,
+                                              nullptr, nullptr) == SQLITE_OK;
+}
+
+// Extract requests that come while the DB cannot be written wait behind
+// the failed work, which the writer retries: they fail at once too, as
+// those among it (they waited until the guest's call timed out, 10 s).
+void Writer::fail_waiting_extracts() {
+    std::vector<ExtractRequest> failed;
+    {
+        std::lock_guard lk(mu_);
+        for (auto it = notes_.begin(); it != notes_.end();) {
+            if (auto* r = std::get_if<ExtractRequest>(&it->body)) {
+                failed.push_back(*r);
+                it = notes_.erase(it);
+                notes_done_++;
+            } else {
+                ++it;
+            }
+        }
+        notes_size_.store(notes_.size(), std::memory_order_seq_cst);
+    }
+    for (const auto& r : failed)
+        answer(r, false);
 }
 
 uint64_t Writer::close(int deadline_ms) {
@@ -1027,6 +1172,20 @@ uint64_t Writer::close(int deadline_ms) {
     {
         std::lock_guard lk(mu_);
         closed_ = true;
+        // Records the queue refused are as lost as those the writer could
+        // not write: the producer counted them in its sessions' counters,
+        // which the DB holds (when it could write them).
+        uint64_t dropped = 0;
+        for (auto& [ord, c] : counters_)
+            dropped += c.dropped;
+        if (dropped) {
+            lost_ += dropped;
+            std::string why = std::to_string(dropped) +
+                              " records found the queue full and were dropped (sessions.dropped)";
+            if (!failure_.empty())
+                why += " while the trace DB could not be written (" + failure_ + ")";
+            last_error_ = last_error_.empty() ? why : last_error_ + "; " + why;
+        }
     }
     cv_.notify_all();
     return lost_;
@@ -1133,7 +1292,14 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
     bool write_summaries = false;
     bool stopping = std::any_of(counters.begin(), counters.end(),
                                 [](auto& c) { return c.second.state == "stopped"; });
+    const auto moved = [] {
+        return std::runtime_error("the file was deleted, or another took its place, while the"
+                                  " daemon wrote to it: what it wrote went with it, and nothing"
+                                  " more is written to that path");
+    };
     try {
+        if (db_moved())
+            throw moved();
         db_.exec("BEGIN IMMEDIATE");
         // The work begins once the DB's lock is had (waiting for it is
         // sleep). Every record here was pushed, so its access ended, before
@@ -1235,11 +1401,15 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
             upd.step();
             upd.reset();
         }
+        if (db_moved()) // while this transaction was written
+            throw moved();
         db_.exec("COMMIT");
     } catch (const std::exception& e) {
         // Keep the work: a full disk or a busy DB must not lose what was
         // recorded, and the next try writes all of it.
         sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+        if (db_moved())
+            release_wal();
         extracts.clear();
         std::lock_guard lk(mu_);
         for (auto& [ord, c] : counters)
@@ -1464,8 +1634,8 @@ void Writer::run(std::latch& started) {
             if (stop_) {
                 int64_t left_ms =
                     deadline_ms_ - static_cast<int64_t>((now_ns() - stop_ns_) / 1000000);
-                sqlite3_busy_timeout(
-                    db_.get(), static_cast<int>(std::clamp<int64_t>(left_ms, 0, kBusyTimeoutMs)));
+                busy_limit_ms_.store(
+                    static_cast<int>(std::clamp<int64_t>(left_ms, 0, kBusyTimeoutMs)));
             }
         }
         // Not inside an access of the thread that serves the guest: see
@@ -1474,6 +1644,7 @@ void Writer::run(std::latch& started) {
         const bool rt = raise_for_burst();
         const long cuts = rt ? own_cuts() : 0;
         const bool committed = commit(w, extracts, err);
+        locked_since_.store(0, std::memory_order_release);
         if (rt)
             rt_cuts_.fetch_add(static_cast<uint64_t>(std::max(0L, own_cuts() - cuts)),
                                std::memory_order_release);
@@ -1521,6 +1692,7 @@ void Writer::run(std::latch& started) {
                 ++it;
             }
         }
+        fail_waiting_extracts();
         uint64_t now = now_ns();
         if (!failing_since) {
             failing_since = now;
@@ -1531,7 +1703,7 @@ void Writer::run(std::latch& started) {
         }
         failures++;
         std::unique_lock lk(mu_);
-        last_error_ = err;
+        last_error_ = failure_ = err;
         if (stop_ && now_ns() - stop_ns_ >= static_cast<uint64_t>(deadline_ms_) * 1000000ull) {
             lost_ = w.records.size() + w.notes.size() + queue_.size() + notes_.size();
             return;

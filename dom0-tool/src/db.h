@@ -26,6 +26,15 @@
 
 namespace busprof {
 
+// SQL functions that no connection of busprof's runs, whoever wrote the
+// SQL (a user's query, a view in a DB someone handed over): each reaches
+// outside the DB (db.cpp says how).  Every connection denies them through
+// its authorizer, deny_unsafe_sql; a caller that sets an authorizer of its
+// own for a while denies them in it too and sets this one back after.
+const std::vector<std::string>& denied_sql_functions();
+bool sql_function_denied(const char* name);
+int deny_unsafe_sql(void*, int action, const char* a1, const char* a2, const char*, const char*);
+
 // Move-only owner of a sqlite3 connection.
 class Db {
   public:
@@ -34,6 +43,10 @@ class Db {
     static Db open(const std::string& path, bool writable);
     // An empty database in memory, for busprof's own scratch tables.
     static Db memory();
+    // A bare connection (sqlite3_open_v2's flags), with no check of whose
+    // file it is: the way open() and memory() connect, and the
+    // checkpointer's own connection.  Throws std::runtime_error.
+    static Db connect(const std::string& path, int flags);
     Db(Db&& o) noexcept : db_(std::exchange(o.db_, nullptr)) {}
     Db& operator=(Db&& o) noexcept;
     Db(const Db&) = delete;
@@ -262,7 +275,11 @@ class Writer {
     // Records waiting in the queue, and its size (approximate, any thread).
     size_t queued() const { return queue_.size(); }
     size_t queue_capacity() const { return queue_.capacity(); }
+    // Why the last commit failed ("" once one succeeds), or that the
+    // writer has waited kLockedMs and more for a lock another connection
+    // holds (it goes on waiting, as a full busy timeout, meanwhile).
     std::string last_error() const;
+    static constexpr int kLockedMs = 100;
     const std::string& path() const { return path_; }
     uint64_t checkpoints() const { return checkpointer_->done(); }
     std::mutex& lock_for_tests() { return mu_; } // the lock the producer never waits for
@@ -296,7 +313,9 @@ class Writer {
     // Once the producer has stopped (or on its thread): stops the writer
     // thread after it committed everything queued, or, if the DB
     // cannot be written, gives up deadline_ms after this call.  Returns the number of
-    // records and notes it could not write (0: nothing lost).
+    // records and notes that are not in the DB (0: nothing lost): those it
+    // could not write, and the records its sessions' counters say the
+    // producer dropped (SessionCounters::dropped); last_error() then says why.
     uint64_t close(int deadline_ms);
 
   private:
@@ -317,6 +336,10 @@ class Writer {
     bool commit(Work& w, std::vector<ExtractRequest>& extracts, std::string& err);
     void apply_note(Note& n, std::vector<int64_t>& rows, std::vector<ExtractRequest>& extracts);
     void answer(const ExtractRequest& r, bool db_ok);
+    void fail_waiting_extracts();
+    static int on_busy(void* self, int tries);
+    bool db_moved();
+    void release_wal();
     int64_t row_of(uint32_t session, const std::vector<int64_t>& rows) const;
     void abort_orphans();
     void summarise_rest(int64_t session);
@@ -397,12 +420,18 @@ class Writer {
     std::vector<uint64_t> committed_by_session_;
     uint64_t notes_in_ = 0, notes_done_ = 0;
     std::string last_error_;
+    std::string failure_; // the last failed commit's error, kept once one succeeds
     bool stop_ = false, closed_ = false;
     int deadline_ms_ = 0;
     uint64_t stop_ns_ = 0; // when close() was called: its deadline counts from there
     uint64_t lost_ = 0;
 
     std::atomic<uint64_t> committed_{0};
+    // The writer's connection waits for another's lock up to busy_limit_ms_
+    // (see on_busy); locked_since_: since when it waits (0: it does not).
+    std::atomic<int> busy_limit_ms_{0};
+    std::atomic<uint64_t> locked_since_{0};
+    bool wal_released_ = false; // writer only: see release_wal()
     std::thread thread_;
 };
 

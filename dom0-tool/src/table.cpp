@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "table.h"
 
+#include "db.h"
 #include "error.h"
 
 #include <algorithm>
@@ -201,6 +202,11 @@ int authorize(void* ctx, int action, const char* a1, const char* a2, const char*
             return SQLITE_OK;
         g->refused = std::string("PRAGMA ") + (a1 ? a1 : "") + (a2 ? " with a value" : "");
         return SQLITE_DENY;
+    case SQLITE_FUNCTION: // this replaces the connection's own authorizer for a while
+        if (!sql_function_denied(a2))
+            return SQLITE_OK;
+        g->refused = std::string(a2) + "()";
+        return SQLITE_DENY;
     default:
         return SQLITE_OK;
     }
@@ -226,7 +232,7 @@ class Limiter {
         }
     }
     ~Limiter() {
-        sqlite3_set_authorizer(db_, nullptr, nullptr);
+        sqlite3_set_authorizer(db_, deny_unsafe_sql, nullptr);
         sqlite3_progress_handler(db_, 0, nullptr, nullptr);
     }
     Limiter(const Limiter&) = delete;

@@ -15,6 +15,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -159,11 +160,22 @@ def full_queue_counts_every_drop(rig):
     cycle(rig, 500, 1)
     con.execute("COMMIT")
     con.close()
-    rig.stop_daemon()
+    err = stop_after_loss(rig)
     (rec, dropped), = query(rig.db, "SELECT recorded, dropped FROM sessions")
     assert dropped > 0 and rec + dropped == 1000, (rec, dropped)
+    assert f"{dropped} records found the queue full" in err, err
     assert query(rig.db, "SELECT count(*) FROM transactions") == [(rec,)]
     assert query(rig.db, "SELECT count(*) FROM events WHERE kind = 'queue_full'")[0][0] >= 1
+
+
+def stop_after_loss(rig):
+    """SIGTERM to a daemon that lost records: it ends, exit 1 (busprof(1):
+    records could not be written), the loss on stderr, which it returns."""
+    rig.daemon.send_signal(signal.SIGTERM)
+    out, err = rig.daemon.communicate(timeout=30)
+    assert rig.daemon.returncode == 1 and "could not be written" in err, \
+        (rig.daemon.returncode, err)
+    return err
 
 
 def disk_full_keeps_serving_and_reports_loss(rig):
@@ -209,9 +221,12 @@ def disk_full_keeps_serving_and_reports_loss(rig):
         os.unlink(filler)  # space returns
         wait_for(lambda: query(rig.db, "SELECT count(*) FROM events WHERE kind = 'storage'")[0][0],
                  what="a storage event")
-        rig.stop_daemon()
+        # Everything left is written now, but what the full queue dropped
+        # is lost: exit 1, and how many on stderr (it exited 0).
+        err = stop_after_loss(rig)
         (rec, dropped, state), = query(rig.db, "SELECT recorded, dropped, state FROM sessions")
         assert dropped > 0 and rec + dropped == 2000 and state == "stopped", (rec, dropped, state)
+        assert f"{dropped} records found the queue full" in err and "full" in err, err
 
         # Space never returns: SIGTERM ends it anyway, saying what was lost.
         os.unlink(rig.db)
@@ -237,6 +252,81 @@ def disk_full_keeps_serving_and_reports_loss(rig):
         subprocess.run(["umount", "-l", mnt], check=False)
 
 
+def a_flush_against_a_locked_db_fails_at_once(rig):
+    """Another connection holds the DB's write lock for 3 s: `busprof flush`
+    fails at once saying so (it waited for the whole lock and then said OK),
+    the daemon keeps what it recorded, and writes it once the lock goes."""
+    rig.policy(PORTS)
+    rig.start_daemon()
+    status(rig)  # the session row exists
+    con = sqlite3.connect(rig.db, isolation_level=None, check_same_thread=False)
+    con.execute("BEGIN IMMEDIATE")
+    released = threading.Timer(3.0, lambda: (con.execute("COMMIT"), con.close()))
+    released.start()
+    try:
+        cycle(rig, 100, 1)
+        t0 = time.time()
+        r = rig.busprof("flush", "--socket", rig.ctl_sock, check=False)
+        took = time.time() - t0
+        assert r.returncode == 1 and "another connection holds the DB's lock" in r.stderr, \
+            (r.returncode, r.stderr)
+        assert took < 1.5, took
+    finally:
+        released.join()
+    rig.busprof("flush", "--socket", rig.ctl_sock)
+    assert query(rig.db, "SELECT count(*) FROM transactions") == [(200,)]
+    rig.stop_daemon()
+
+
+def a_deleted_db_is_noticed(rig):
+    """The trace DB and its -wal and -shm deleted while the daemon records:
+    the guest is still served, `busprof flush` fails saying what happened,
+    and SIGTERM ends the daemon with exit 1 and the loss on stderr (flush
+    said OK and the daemon exited 0, every record gone with the file)."""
+    rig.policy(PORTS)
+    rig.start_daemon()
+    cycle(rig, 50, 1)
+    rig.busprof("flush", "--socket", rig.ctl_sock)
+    for suffix in ("", "-wal", "-shm"):
+        os.unlink(rig.db + suffix)
+    cycle(rig, 50, 1)  # served all the same
+    r = rig.busprof("flush", "--socket", rig.ctl_sock, check=False)
+    assert r.returncode == 1 and "was deleted, or another took its place" in r.stderr, \
+        (r.returncode, r.stderr)
+    err = stop_after_loss(rig)
+    assert "was deleted, or another took its place" in err, err
+    assert not os.path.exists(rig.db)
+
+
+def a_replaced_db_gets_nothing_of_the_old_one(rig):
+    """Another WAL-mode SQLite file renamed over the trace DB while the
+    daemon records, the DB's -wal and -shm left beside it: the daemon
+    writes no more (flush fails, exit 1), and the file that took the path
+    reads as it was, not with the old DB's pages out of the WAL beside it
+    (which the daemon kept writing into)."""
+    rig.policy(PORTS)
+    rig.start_daemon()
+    cycle(rig, 50, 1)
+    rig.busprof("flush", "--socket", rig.ctl_sock)
+    other = os.path.join(rig.dir, "other.db")
+    con = sqlite3.connect(other)
+    con.execute("PRAGMA journal_mode = WAL")
+    con.execute("CREATE TABLE mine (x INTEGER)")
+    con.execute("INSERT INTO mine VALUES (42)")
+    con.commit()
+    con.close()
+    assert not os.path.exists(other + "-wal")
+    os.rename(other, rig.db)
+    cycle(rig, 50, 1)
+    r = rig.busprof("flush", "--socket", rig.ctl_sock, check=False)
+    assert r.returncode == 1 and "another took its place" in r.stderr, \
+        (r.returncode, r.stderr)
+    stop_after_loss(rig)
+    assert query(rig.db, "SELECT name FROM sqlite_master") == [("mine",)]
+    assert query(rig.db, "SELECT x FROM mine") == [(42,)]
+    assert query(rig.db, "PRAGMA integrity_check") == [("ok",)]
+
+
 # ---------------------------------------------------------------- faults
 
 def hypervisor_gone_ends_session(rig):
@@ -256,6 +346,42 @@ def hypervisor_gone_ends_session(rig):
     assert s == [("stopped", 1, None)], s
     assert query(rig.db, "SELECT cause FROM markers WHERE kind = 'stop'") == [("hypervisor_gone",)]
     assert query(rig.db, "SELECT count(*) FROM events WHERE kind = 'hypervisor_gone'") == [(1,)]
+
+
+def simulator_refuses_what_busprof_cannot_profile(rig):
+    """busprof-simxen's options are checked as busprof's are (exit 1,
+    "busprof-simxen: error:", a HINT): a stamp skew that is not a number or
+    would wrap the stamps, a domain with more vCPUs than the daemon can
+    attach (it then failed with E2BIG and no hint).  A domain of 32 vCPUs
+    is profiled."""
+    simxen = rig.exe("dom0-tool/busprof-simxen")
+    sock = os.path.join(rig.dir, "refused.sock")
+    dom = ("--domain", "1:g:0x3f8-0x3ff")
+    for args, why in (
+            ((*dom, "--stamp-skew-ns", ""), "--stamp-skew-ns: '' is not an integer"),
+            ((*dom, "--stamp-skew-ns", "abc"), "--stamp-skew-ns: 'abc' is not an integer"),
+            ((*dom, "--stamp-skew-ns", "99999999999999999999"), "'99999999999999999999' is not"),
+            ((*dom, "--stamp-skew-ns", "3600000000001"), "'3600000000001' is not"),
+            ((*dom, "--stamp-skew-ns", "-3600000000001"), "'-3600000000001' is not"),
+            ((*dom, "--stamp-skew-ns"), "--stamp-skew-ns"),
+            ((*dom, "--nonsense"), "--nonsense"),
+            ((), "--domain is required"),
+            (("--domain", "1:g:0x3f8-0x3ff:33"), "has 33 vCPUs; the busprof daemon attaches to"),
+            (("--domain", "1:g:0x3f8-0x3ff:64"), "has 64 vCPUs; the busprof daemon attaches to")):
+        r = subprocess.run([simxen, "--socket", sock, *args], capture_output=True, text=True,
+                           timeout=10)
+        assert r.returncode == 1 and "busprof-simxen: error: " in r.stderr and why in r.stderr \
+            and "\nHINT: " in r.stderr, (args, r.returncode, r.stderr)
+        assert not os.path.exists(sock), args
+    rig.close()
+    rig = Rig(rig.bindir, PORTS, 32, sim_args=("--stamp-skew-ns", "-3600000000000"))
+    try:
+        rig.policy(PORTS)
+        rig.start_daemon()
+        assert "state configured" in status(rig)
+        rig.stop_daemon()
+    finally:
+        rig.close()
 
 
 def killed_daemon_session_is_aborted(rig):
@@ -663,7 +789,9 @@ CASES = {f.__name__: f for f in [
     two_domains_into_one_db, skewed_clocks_are_flagged_not_hidden,
     dom0_traps_an_unmodified_guest, triggers_on_a_match_keep_the_pre_trigger_window,
     guest_pauses_and_resumes_the_recording, records_wait_for_their_burst_unless_flushed,
-    a_flush_waits_only_for_what_came_before_it]}
+    a_flush_waits_only_for_what_came_before_it, a_flush_against_a_locked_db_fails_at_once,
+    a_deleted_db_is_noticed, a_replaced_db_gets_nothing_of_the_old_one,
+    simulator_refuses_what_busprof_cannot_profile]}
 
 
 def main():

@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// Db::open (dom0-tool/src/db.cpp) on files that are not busprof's.
+// Db::open (dom0-tool/src/db.cpp) on files that are not busprof's, and
+// the SQL functions no connection of busprof's runs.
 #include "db.h"
 #include "error.h"
 #include "schema_sql.h"
+#include "table.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 
 namespace busprof {
@@ -62,6 +66,10 @@ class DbIdentity : public ::testing::Test {
         sqlite3_finalize(st);
         sqlite3_close(db);
         return v;
+    }
+    static std::string bytes(const std::string& file) {
+        std::ifstream f(file, std::ios::binary);
+        return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
     }
     static std::string refusal(const std::string& file, bool writable) {
         try {
@@ -206,6 +214,123 @@ TEST_F(DbIdentity, ADbOfSchemaVersion2IsReadButNotWritten) {
     EXPECT_EQ(refusal(f, false), "");
     auto why = refusal(f, true);
     EXPECT_NE(why.find("schema version 2 of an older busprof"), std::string::npos) << why;
+}
+
+// Refused before anything is written: not switched to WAL, no change
+// counter moved (the daemon refused it only after both).
+TEST_F(DbIdentity, AnOlderDbThatIsRefusedIsLeftByteForByte) {
+    for (const char* mode : {"DELETE", "WAL"}) {
+        std::string f = path((std::string("v4-") + mode + ".db").c_str());
+        Db::open(f, true);
+        sql(f, std::string("PRAGMA journal_mode = ") + mode + "; PRAGMA user_version = 4");
+        ASSERT_FALSE(fs::exists(f + "-wal")) << mode; // as its last connection left it
+        const std::string before = bytes(f);
+        EXPECT_NE(refusal(f, true).find("older busprof"), std::string::npos) << mode;
+        EXPECT_TRUE(bytes(f) == before) << mode;
+        EXPECT_FALSE(fs::exists(f + "-wal")) << mode;
+    }
+    // Written before busprof marked its files.
+    std::string f = path("unmarked.db");
+    sql(f, "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+           "INSERT INTO meta VALUES ('created_by', 'busprof'), ('schema_version', '1')");
+    const std::string before = bytes(f);
+    EXPECT_NE(refusal(f, true).find("older busprof"), std::string::npos);
+    EXPECT_TRUE(bytes(f) == before);
+}
+
+// The SQL functions that reach outside the DB (a pointer into the process
+// from fts3_tokenizer('simple'), a pointer of the caller's choosing made a
+// tokenizer with two arguments, a shared library, files) are refused on
+// every connection busprof opens: for reading, for writing, in memory and
+// bare (the checkpointer's), and in `busprof query`, whose limits set an
+// authorizer of their own while its statement runs.
+class SqlFunctions : public DbIdentity {
+  protected:
+    // Whether SQL names the function refuses to run; a function the library
+    // lacks (the sqlite3 shell's) gets a stand-in first, so that it is the
+    // refusal that stops it, not its absence.
+    static std::string refused(sqlite3* db, const std::string& name, int args) {
+        std::string count = "SELECT count(*) FROM pragma_function_list WHERE name = '" + name + "'";
+        sqlite3_stmt* st = nullptr;
+        sqlite3_prepare_v2(db, count.c_str(), -1, &st, nullptr);
+        const bool known = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) > 0;
+        sqlite3_finalize(st);
+        if (!known)
+            sqlite3_create_function(
+                db, name.c_str(), -1, SQLITE_UTF8, nullptr,
+                [](sqlite3_context* c, int, sqlite3_value**) { sqlite3_result_int(c, 1); }, nullptr,
+                nullptr);
+        std::string call =
+            "SELECT " + name + "('simple'" + (args == 2 ? ", x'0000000000000000')" : ")");
+        st = nullptr;
+        const int rc = sqlite3_prepare_v2(db, call.c_str(), -1, &st, nullptr);
+        sqlite3_finalize(st);
+        return rc == SQLITE_OK ? "" : sqlite3_errmsg(db);
+    }
+};
+
+TEST_F(SqlFunctions, EveryConnectionRefusesTheFunctionsThatReachOutsideTheDb) {
+    const std::string f = path("t.db");
+    Db::open(f, true);
+    std::vector<std::pair<std::string, Db>> conns;
+    conns.emplace_back("read", Db::open(f, false));
+    conns.emplace_back("write", Db::open(f, true));
+    conns.emplace_back("memory", Db::memory());
+    conns.emplace_back("bare", Db::connect(f, SQLITE_OPEN_READWRITE));
+    const auto& names = denied_sql_functions();
+    for (const char* name : {"fts3_tokenizer", "load_extension", "readfile", "writefile", "edit"})
+        EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
+    for (auto& [what, db] : conns)
+        for (const std::string& name : names)
+            for (int args : {1, 2})
+                EXPECT_NE(refused(db.get(), name, args).find("not authorized"), std::string::npos)
+                    << what << ": " << name << " with " << args << " argument(s)";
+}
+
+// An authorizer set over the connection's own (busprof query's limits)
+// refuses them too, and the connection's own is back after it.
+TEST_F(SqlFunctions, QueryRefusesThemAndTheConnectionStillDoesAfter) {
+    const std::string f = path("q.db");
+    Db::open(f, true);
+    Db db = Db::open(f, false);
+    QueryLimits limits;
+    limits.read_only = true;
+    for (const std::string& sql : {std::string("SELECT hex(fts3_tokenizer('simple'))"),
+                                   std::string("SELECT fts3_tokenizer('x', x'0000000000000000')"),
+                                   std::string("SELECT load_extension('/nonexistent.so')")}) {
+        std::ostringstream out;
+        try {
+            print_query(db.get(), sql, Format::csv, out, limits);
+            ADD_FAILURE() << sql << " ran: " << out.str();
+        } catch (const UserError& e) {
+            EXPECT_NE(std::string(e.what()).find("() is not allowed"), std::string::npos)
+                << sql << ": " << e.what();
+            EXPECT_FALSE(e.hint().empty());
+        }
+        EXPECT_EQ(out.str(), "") << sql;
+    }
+    std::ostringstream out;
+    print_query(db.get(), "SELECT count(*) FROM sessions", Format::csv, out, limits);
+    EXPECT_NE(refused(db.get(), "fts3_tokenizer", 1).find("not authorized"), std::string::npos);
+}
+
+// Beneath the authorizer: the connection's FTS3 tokenizer switch is off,
+// so without any authorizer fts3_tokenizer() gives no pointer and
+// registers none.
+TEST_F(SqlFunctions, WithoutAnAuthorizerFts3TokenizerGivesAndTakesNoPointer) {
+    Db db = Db::memory();
+    sqlite3_set_authorizer(db.get(), nullptr, nullptr);
+    sqlite3_stmt* st = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db.get(), "SELECT fts3_tokenizer('simple')", -1, &st, nullptr),
+              SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    EXPECT_EQ(sqlite3_column_type(st, 0), SQLITE_NULL);
+    sqlite3_finalize(st);
+    ASSERT_EQ(sqlite3_prepare_v2(db.get(), "SELECT fts3_tokenizer('x', x'0000000000000000')", -1,
+                                 &st, nullptr),
+              SQLITE_OK);
+    EXPECT_EQ(sqlite3_step(st), SQLITE_ERROR);
+    sqlite3_finalize(st);
 }
 
 TEST_F(DbIdentity, ReadingAnEmptyDbIsAClearError) {

@@ -16,8 +16,10 @@
 #include <mutex>
 #include <sched.h>
 #include <sqlite3.h>
+#include <sstream>
 #include <string>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -314,6 +316,125 @@ TEST_F(WriterTest, CloseGivesUpOnStorageThatNeverReturns) {
     sqlite3_close(other);
 }
 
+// A DB that cannot be written: a trigger refuses every row, as a full disk
+// refuses the commit.  Until the test drops it.
+void refuse_rows(const std::string& db) {
+    Db d = Db::open(db, true);
+    d.exec("CREATE TRIGGER refuse BEFORE INSERT ON transactions"
+           " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END");
+}
+
+void accept_rows(const std::string& db) {
+    Db d = Db::open(db, true);
+    d.exec("DROP TRIGGER refuse");
+}
+
+// Waits until the writer's commits fail (it runs nice: on a busy machine
+// its first try may take a while).
+bool failing(Writer& w) {
+    for (int i = 0; i < 400; i++) {
+        if (w.last_error().find("refused by the test") != std::string::npos)
+            return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    return false;
+}
+
+// An extract that comes while the writer retries work it could not commit
+// is answered -EIO at once, as one among that work is (docs/design.md): it
+// waited behind the work until storage returned, and the guest's call
+// timed out first (-ETIMEDOUT after 10 s).
+TEST_F(WriterTest, AnExtractWhileTheDbCannotBeWrittenFailsAtOnce) {
+    Writer w(db_, 4096);
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<int> statuses;
+    w.on_extract([&](const ExtractRequest&, ExtractResult& r) {
+        std::lock_guard lk(mu);
+        statuses.push_back(r.status);
+        cv.notify_all();
+    });
+    uint32_t s = w.begin_session(row());
+    ASSERT_TRUE(w.flush());
+    refuse_rows(db_);
+    for (uint32_t i = 0; i < 100; i++)
+        ASSERT_TRUE(w.push(rec(s, 0x3ff, i)));
+    (void)w.request_flush(); // now, not at the burst's end
+    ASSERT_TRUE(failing(w)) << w.last_error();
+    const auto t0 = std::chrono::steady_clock::now();
+    w.request_extract(extract(s, 0x3f8, 0x3ff));
+    {
+        std::unique_lock lk(mu);
+        cv.wait_for(lk, std::chrono::seconds(5), [&] { return !statuses.empty(); });
+        EXPECT_EQ(statuses, std::vector<int>{-EIO});
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+    accept_rows(db_);
+    ASSERT_TRUE(w.flush());
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions"), 100);
+}
+
+// Records the queue refused while the DB could not be written are lost as
+// surely as those the writer gives up on: close() counts them (the
+// producer's counters say how many, as sessions.dropped does) and says
+// why.  A daemon that lost 78,503 records so exited 0, once the disk had
+// room again and the writer had written the rest.
+TEST_F(WriterTest, CloseCountsTheRecordsTheQueueRefused) {
+    Writer w(db_, 16);
+    uint32_t s = w.begin_session(row());
+    ASSERT_TRUE(w.flush());
+    refuse_rows(db_);
+    ASSERT_TRUE(w.push(rec(s, 0x3ff, 0)));
+    (void)w.request_flush();
+    ASSERT_TRUE(failing(w)) << w.last_error();
+    SessionCounters c{"profiling"};
+    for (uint32_t i = 1; i < 100; i++)
+        if (!w.push(rec(s, 0x3ff, i)))
+            c.dropped++; // as the daemon counts them
+    w.set_counters(s, c);
+    ASSERT_GT(c.dropped, 0u);
+    accept_rows(db_);
+    ASSERT_TRUE(w.flush());
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions"), 100 - static_cast<int64_t>(c.dropped));
+    EXPECT_EQ(w.close(1000), c.dropped);
+    const std::string why = w.last_error();
+    EXPECT_NE(why.find(std::to_string(c.dropped) + " records found the queue full"),
+              std::string::npos)
+        << why;
+    EXPECT_NE(why.find("refused by the test"), std::string::npos) << why;
+    EXPECT_EQ(scalar("SELECT dropped FROM sessions"), static_cast<int64_t>(c.dropped));
+}
+
+// Another connection holds the DB's lock: the writer says so within
+// kLockedMs and more (a flush fails at once with that reason; it waited
+// for the whole lock, up to the busy timeout, and then succeeded), goes on
+// waiting, and writes everything once the lock goes.
+TEST_F(WriterTest, AWriterWaitingForALockSaysSo) {
+    Writer w(db_, 4096);
+    uint32_t s = w.begin_session(row());
+    ASSERT_TRUE(w.flush());
+    sqlite3* other = nullptr;
+    ASSERT_EQ(sqlite3_open(db_.c_str(), &other), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+    for (uint32_t i = 0; i < 10; i++)
+        ASSERT_TRUE(w.push(rec(s, 0x3ff, i)));
+    const Writer::FlushMark mark = w.request_flush();
+    std::string why;
+    const auto t0 = std::chrono::steady_clock::now();
+    while (why.empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        why = w.last_error();
+    }
+    EXPECT_NE(why.find("another connection holds the DB's lock"), std::string::npos) << why;
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+    EXPECT_FALSE(w.flushed(mark, 0));
+    sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr);
+    sqlite3_close(other);
+    ASSERT_TRUE(w.flushed(mark, 10000));
+    EXPECT_EQ(w.last_error(), "");
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions"), 10);
+}
+
 // A session whose daemon is gone (here: an owner no process has) is
 // marked aborted when the DB is next opened for writing; a live one is not.
 TEST_F(WriterTest, SessionsOfDeadDaemonsAreAbortedOnOpen) {
@@ -335,6 +456,46 @@ TEST_F(WriterTest, SessionsOfDeadDaemonsAreAbortedOnOpen) {
         EXPECT_EQ(scalar("SELECT count(*) FROM sessions WHERE state = 'profiling'"), 1);
         EXPECT_EQ(scalar("SELECT count(*) FROM events WHERE kind = 'aborted'"), 1);
     }
+}
+
+// A daemon killed with SIGKILL that its parent has not waited for yet is a
+// zombie, whose /proc/PID/stat keeps its start time: its session is
+// aborted all the same (it stayed 'profiling' for ever).
+TEST_F(WriterTest, ASessionOfAZombieDaemonIsAbortedOnOpen) {
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0)
+        ::_exit(0);
+    const std::string stat = "/proc/" + std::to_string(child) + "/stat";
+    std::string state, start;
+    for (int i = 0; i < 500 && state != "Z"; i++) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        std::ifstream f(stat);
+        std::string line;
+        std::getline(f, line);
+        std::istringstream rest(line.substr(line.rfind(')') + 2));
+        std::string field;
+        for (int n = 3; n <= 22 && rest >> field; n++) {
+            if (n == 3)
+                state = field;
+            else if (n == 22)
+                start = field;
+        }
+    }
+    ASSERT_EQ(state, "Z");
+    std::string boot;
+    std::getline(std::ifstream("/proc/sys/kernel/random/boot_id"), boot);
+    {
+        Writer w(db_, 16);
+        uint32_t s = w.begin_session(row());
+        ASSERT_TRUE(w.flush());
+        Db d = Db::open(db_, true);
+        d.exec("UPDATE sessions SET owner = '" + boot + "/" + std::to_string(child) + "/" + start +
+               "' WHERE id = " + std::to_string(w.session_row(s, 0)));
+    }
+    Writer again(db_, 16);
+    EXPECT_EQ(scalar("SELECT count(*) FROM sessions WHERE state = 'aborted'"), 1);
+    EXPECT_EQ(::waitpid(child, nullptr, 0), child);
 }
 
 // The producer never waits for the writer's lock (the writer may be
