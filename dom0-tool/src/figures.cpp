@@ -1,0 +1,24 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "figures.h"
+
+#include "db.h"
+#include "schema_sql.h"
+
+#include <stdexcept>
+
+namespace busprof {
+
+void add_transaction_times(Db& db) {
+    if (db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'transaction_times'"))
+        return;
+    // The schema's statement as SQLite keeps it: "CREATE VIEW name AS ...".
+    Db schema = Db::memory();
+    schema.exec(kSchemaSql);
+    Stmt s(schema.get(), "SELECT sql FROM sqlite_master WHERE name = 'transaction_times'");
+    if (!s.step())
+        throw std::logic_error("schema/busprof.sql has no view transaction_times");
+    std::string sql = reinterpret_cast<const char*>(sqlite3_column_text(s.get(), 0));
+    db.exec("CREATE TEMP VIEW" + sql.substr(sql.find(" VIEW") + 5));
+}
+
+} // namespace busprof
