@@ -15,6 +15,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 namespace busprof {
@@ -273,8 +274,13 @@ std::string build_json(Db& db, int64_t session, const Symbols& syms) {
     int64_t every = total > kMaxAccesses ? (total + kMaxAccesses - 1) / kMaxAccesses : 0;
     std::ostringstream acc;
     int64_t i = 0, shown = 0;
-    Stmt st(db.get(), "SELECT t_trap_ns, vcpu, port, dir, t_bus_begin_ns, t_bus_end_ns,"
-                      " t_resume_ns, clock_skewed, status FROM transactions"
+    auto json = [](const std::optional<int64_t>& v) {
+        return v ? std::to_string(*v) : std::string("null");
+    };
+    // Bus time and the overhead's parts as the schema defines them; the
+    // parts are NULL where the two clocks disagree.
+    Stmt st(db.get(), "SELECT t_trap_ns, vcpu, port, dir, trap_to_bus_ns, bus_ns,"
+                      " bus_to_resume_ns, clock_skewed, status FROM transaction_times"
                       " WHERE session_id = ? ORDER BY t_trap_ns, id");
     st.bind(1, session);
     while (st.step()) {
@@ -287,24 +293,28 @@ std::string build_json(Db& db, int64_t session, const Symbols& syms) {
             ports.push_back({port, dir, {}, {}, {}, {}});
         }
         Port& p = ports[index[key]];
-        bool has_bus = sqlite3_column_type(s, 4) != SQLITE_NULL;
+        auto value = [s](int col) -> std::optional<int64_t> {
+            if (sqlite3_column_type(s, col) == SQLITE_NULL)
+                return std::nullopt;
+            return sqlite3_column_int64(s, col);
+        };
         bool ok = std::string(reinterpret_cast<const char*>(sqlite3_column_text(s, 8))) == "ok";
         bool skewed = sqlite3_column_int(s, 7) != 0;
-        int64_t trap = sqlite3_column_int64(s, 0), b0 = sqlite3_column_int64(s, 4),
-                b1 = sqlite3_column_int64(s, 5), res = sqlite3_column_int64(s, 6);
-        if (ok && has_bus) {
-            p.bus.push_back(b1 - b0);
-            if (!skewed) {
-                p.exit.push_back(b0 - trap);
-                p.busok.push_back(b1 - b0);
-                p.resume.push_back(res - b1);
+        int64_t trap = sqlite3_column_int64(s, 0);
+        auto to_bus = value(4), bus = value(5), to_resume = value(6);
+        if (ok && bus) {
+            p.bus.push_back(*bus);
+            if (to_bus && to_resume) {
+                p.exit.push_back(*to_bus);
+                p.busok.push_back(*bus);
+                p.resume.push_back(*to_resume);
             }
         }
         if (!every || i % every == 0) {
             acc << (shown ? "," : "") << "[" << trap - t0 << "," << sqlite3_column_int(s, 1) << ","
                 << port << ",";
-            if (ok && has_bus)
-                acc << b0 - trap << "," << b1 - b0 << "," << res - b1;
+            if (ok && bus)
+                acc << json(to_bus) << "," << *bus << "," << json(to_resume);
             else
                 acc << "null,null,null";
             acc << "," << (skewed ? 1 : 0) << ",\"" << dir << "\"]";
@@ -350,8 +360,8 @@ std::string build_json(Db& db, int64_t session, const Symbols& syms) {
     o << ",\"rips\":[";
     {
         Stmt r(db.get(), "SELECT rip, count(*), group_concat(DISTINCT printf('0x%04x', port)),"
-                         " coalesce(sum(t_bus_end_ns - t_bus_begin_ns), 0) AS bus"
-                         " FROM transactions WHERE session_id = ? AND rip != 0"
+                         " coalesce(sum(bus_ns), 0) AS bus"
+                         " FROM transaction_times WHERE session_id = ? AND rip != 0"
                          " GROUP BY rip ORDER BY bus DESC, rip LIMIT 20");
         r.bind(1, session);
         bool first = true;

@@ -70,9 +70,8 @@ std::vector<PortRow> interval(Db& db, int64_t session, int64_t& last_id, double 
         uint64_t n = 0, errors = 0, timeouts = 0;
     };
     std::map<std::pair<int, std::string>, Acc> acc;
-    Stmt st(db.get(), "SELECT id, port, dir, status, t_bus_end_ns - t_bus_begin_ns,"
-                      " (t_resume_ns - t_trap_ns) - (t_bus_end_ns - t_bus_begin_ns), clock_skewed"
-                      " FROM transactions WHERE session_id = ? AND id > ? ORDER BY id");
+    Stmt st(db.get(), "SELECT id, port, dir, status, bus_ns, overhead_ns FROM transaction_times"
+                      " WHERE session_id = ? AND id > ? ORDER BY id");
     st.bind(1, session).bind(2, last_id);
     while (st.step()) {
         sqlite3_stmt* s = st.get();
@@ -86,8 +85,9 @@ std::vector<PortRow> interval(Db& db, int64_t session, int64_t& last_id, double 
         a.timeouts += status == "timeout";
         if (status != "ok")
             continue;
-        a.bus.push_back(sqlite3_column_int64(s, 4));
-        if (!sqlite3_column_int(s, 6)) // overhead only where the clocks agree
+        if (sqlite3_column_type(s, 4) != SQLITE_NULL)
+            a.bus.push_back(sqlite3_column_int64(s, 4));
+        if (sqlite3_column_type(s, 5) != SQLITE_NULL) // none where the clocks disagree
             a.ovh.push_back(sqlite3_column_int64(s, 5));
     }
     std::vector<PortRow> rows;
