@@ -5,6 +5,7 @@
 #include "compare.h"
 #include "db.h"
 #include "error.h"
+#include "figures.h"
 #include "table.h"
 
 #include <algorithm>

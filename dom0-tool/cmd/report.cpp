@@ -8,6 +8,7 @@
 #include "cmd.h"
 #include "db.h"
 #include "error.h"
+#include "figures.h"
 #include "symbols.h"
 
 #include <algorithm>
@@ -106,6 +107,7 @@ function chart(parent, kind, w, h, title) {
   return s;
 }
 function ns(v) {
+  if (v === null) return "\u2013";
   if (v < 0) return "-" + ns(-v);
   if (v >= 1e6) return (v / 1e6).toFixed(v >= 1e7 ? 0 : 1) + " ms";
   if (v >= 1e3) return (v / 1e3).toFixed(v >= 1e4 ? 0 : 1) + " \u00b5s";
@@ -139,7 +141,7 @@ function draw(d) {
   for (const p of d.ports) for (const b of p.hist) { bmin = Math.min(bmin, b[0]); bmax = Math.max(bmax, b[0]); }
   for (const p of d.ports) {
     const w = 460, h = 180, x0 = 40, y0 = 150, span = Math.max(bmax - bmin + 1, 8);
-    const svg = chart(H, "histogram", w, h, portName(p) + ": " + p.count + " accesses, p50 " + ns(p.p50) + ", p99 " + ns(p.p99));
+    const svg = chart(H, "histogram", w, h, portName(p) + ": " + p.count + " accesses, p50 " + ns(p.p50) + ", p99 " + ns(p.p99) + ", max " + ns(p.max));
     svg.setAttribute("data-port", p.port); svg.setAttribute("data-dir", p.dir);
     const top = Math.max(...p.hist.map(b => b[3]), 1), bw = (w - x0 - 10) / span;
     for (const b of p.hist) {
@@ -164,7 +166,7 @@ function draw(d) {
     d.ports.forEach((p, i) => {
       let x = x0; const y = 24 + i * rowh;
       text(svg, x0 - 6, y + 12, portName(p), "end");
-      p.split.forEach((v, k) => {
+      p.split.forEach((v, k) => {   // null: every access's clocks disagreed, drawn as 0
         const bw = (w - x0 - 80) * v / max;
         el("title", {}, el("rect", {class: "part", x: x, y: y, width: bw, height: rowh - 6, fill: parts[k]}, svg)).textContent = ns(v);
         x += bw;
@@ -322,12 +324,12 @@ std::string build_json(Db& db, int64_t session, const Symbols& syms) {
         }
         i++;
     }
-    auto median = [](std::vector<int64_t> v, double q) -> int64_t {
+    // A percentile as every command takes it; null where there is no value.
+    auto pct = [](std::vector<int64_t>& v, int p) {
         if (v.empty())
-            return 0;
-        size_t k = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
-        std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(k), v.end());
-        return v[k];
+            return std::string("null");
+        std::sort(v.begin(), v.end());
+        return std::to_string(nearest_rank(v, p));
     };
     std::sort(ports.begin(), ports.end(), [](const Port& a, const Port& b) {
         return a.port != b.port ? a.port < b.port : a.dir < b.dir;
@@ -339,8 +341,8 @@ std::string build_json(Db& db, int64_t session, const Symbols& syms) {
         for (int64_t v : p.bus)
             hist[bucket_of(v)]++;
         o << (k ? "," : "") << "{\"port\":" << p.port << ",\"dir\":\"" << p.dir
-          << "\",\"count\":" << p.bus.size() << ",\"p50\":" << median(p.bus, 0.5)
-          << ",\"p99\":" << median(p.bus, 0.99) << ",\"hist\":[";
+          << "\",\"count\":" << p.bus.size() << ",\"p50\":" << pct(p.bus, 50)
+          << ",\"p99\":" << pct(p.bus, 99) << ",\"max\":" << pct(p.bus, 100) << ",\"hist\":[";
         bool first = true;
         for (auto [b, n] : hist) {
             double lo = b < 0 ? 0 : std::pow(2.0, b / 4.0),
@@ -350,8 +352,8 @@ std::string build_json(Db& db, int64_t session, const Symbols& syms) {
             o << (first ? "" : ",") << buf;
             first = false;
         }
-        o << "],\"split\":[" << median(p.exit, 0.5) << "," << median(p.busok, 0.5) << ","
-          << median(p.resume, 0.5) << "]}";
+        o << "],\"split\":[" << pct(p.exit, 50) << "," << pct(p.busok, 50) << ","
+          << pct(p.resume, 50) << "]}";
     }
     o << "],\"accesses\":[" << acc.str() << "],\"sampled\":" << every << ",\"span_ns\":" << t1 - t0
       << ",\"t0\":" << t0 << ",\"split_accesses\":" << kSplitAccesses;

@@ -4,9 +4,17 @@
 #include "db.h"
 #include "schema_sql.h"
 
+#include <algorithm>
+#include <cassert>
 #include <stdexcept>
 
 namespace busprof {
+
+int64_t nearest_rank(std::span<const int64_t> sorted, int pct) {
+    assert(!sorted.empty() && pct >= 1 && pct <= 100);
+    size_t rank = (sorted.size() * static_cast<size_t>(pct) + 99) / 100;
+    return sorted[std::max<size_t>(rank, 1) - 1];
+}
 
 void add_transaction_times(Db& db) {
     if (db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'transaction_times'"))

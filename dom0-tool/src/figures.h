@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 // The figures busprof derives, for the C++ that cannot read them from the
 // schema's view transaction_times: a record's bus time and overhead (the
-// writer's summaries), defined as the schema defines them.
+// writer's summaries) and the percentile (busprof top, report, diff), each
+// defined as the schema defines it.
 #pragma once
 
 #include "record.h"
 
 #include <cstdint>
 #include <optional>
+#include <span>
 
 namespace busprof {
 
@@ -29,6 +31,11 @@ inline TransactionTimes times_of(const Record& r) {
         return {bus, std::nullopt};
     return {bus, ns(r.t_resume_ns) - ns(r.t_trap_ns) - bus};
 }
+
+// The percentile pct (1-100) of an ascending sample, by nearest rank: its
+// ceil(n * pct / 100)-th smallest value, as the schema's views take it.
+// The only one busprof computes.  The sample must not be empty.
+int64_t nearest_rank(std::span<const int64_t> sorted, int pct);
 
 // Makes transaction_times readable on a connection to a trace written
 // before the view existed and opened read-only: a TEMP view of this

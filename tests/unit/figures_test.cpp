@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// The figures defined once (figures.h, the schema's transaction_times): a
-// record's bus time and overhead in C++ against the view's for the row the
-// writer stored, and the view on a trace written before it existed, opened
-// read-only.
+// The figures defined once (figures.h, the schema's transaction_times):
+// the nearest-rank percentile against hand-worked values and against the
+// schema's port_latency, a record's bus time and overhead in C++ against
+// the view's for the row the writer stored, and the view on a trace
+// written before it existed, opened read-only.
 #include "db.h"
 #include "figures.h"
+#include "schema_sql.h"
 
 #include <gtest/gtest.h>
 
@@ -20,6 +22,51 @@
 
 namespace busprof {
 namespace {
+
+TEST(NearestRank, IsTheCeilOfNTimesPctSmallestValue) {
+    std::vector<int64_t> v = {10, 20, 30, 40, 50, 60, 70, 80, 90, 100};
+    EXPECT_EQ(nearest_rank(v, 50), 50);  // rank 5
+    EXPECT_EQ(nearest_rank(v, 51), 60);  // rank ceil(5.1) = 6
+    EXPECT_EQ(nearest_rank(v, 99), 100); // rank ceil(9.9) = 10
+    EXPECT_EQ(nearest_rank(v, 1), 10);   // rank ceil(0.1) = 1
+    EXPECT_EQ(nearest_rank(v, 100), 100);
+    EXPECT_EQ(nearest_rank(std::vector<int64_t>{7}, 99), 7);
+    // An even count: the lower middle value, never a value between the two
+    // nor the upper one (which v[round(q (n - 1))] takes for n = 2, 4, 10).
+    EXPECT_EQ(nearest_rank(std::vector<int64_t>{1, 2}, 50), 1);
+    EXPECT_EQ(nearest_rank(std::vector<int64_t>{1, 2, 3, 4}, 50), 2);
+}
+
+// Every sample size from 1 to 120, values with many ties: the C++
+// percentile equals the one the schema's view computes from the rows.
+TEST(NearestRank, EqualsPortLatencysPercentilesForEverySampleSize) {
+    Db db = Db::memory();
+    db.exec(kSchemaSql);
+    std::mt19937_64 rng(3);
+    for (int n = 1; n <= 120; n++) {
+        db.exec("DELETE FROM transactions");
+        std::vector<int64_t> v;
+        Stmt ins(db.get(), "INSERT INTO transactions (session_id, domid, vcpu, rip, port, size,"
+                           " dir, value, t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns,"
+                           " status) VALUES (1, 1, 0, 0, 0x80, 1, 'in', 0, 0, 1000, ?, 99999,"
+                           " 'ok')");
+        for (int i = 0; i < n; i++) {
+            int64_t bus = 100 + static_cast<int64_t>(rng() % (n / 3 + 1)) * 10;
+            v.push_back(bus);
+            ins.bind(1, 1000 + bus);
+            ins.step();
+            ins.reset();
+        }
+        std::sort(v.begin(), v.end());
+        Stmt s(db.get(), "SELECT count, p50_ns, p95_ns, p99_ns, max_ns FROM port_latency");
+        ASSERT_TRUE(s.step());
+        EXPECT_EQ(sqlite3_column_int64(s.get(), 0), n);
+        EXPECT_EQ(sqlite3_column_int64(s.get(), 1), nearest_rank(v, 50)) << n;
+        EXPECT_EQ(sqlite3_column_int64(s.get(), 2), nearest_rank(v, 95)) << n;
+        EXPECT_EQ(sqlite3_column_int64(s.get(), 3), nearest_rank(v, 99)) << n;
+        EXPECT_EQ(sqlite3_column_int64(s.get(), 4), nearest_rank(v, 100)) << n;
+    }
+}
 
 class FiguresTest : public ::testing::Test {
   protected:
