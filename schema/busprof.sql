@@ -126,7 +126,10 @@ CREATE TABLE IF NOT EXISTS latency_totals (
 -- of two is cut into 128 buckets of equal width, so a bucket is at most
 -- 1/128 of its lowest value wide and its middle, lo_ns + (hi_ns - lo_ns + 1)
 -- / 2, is within 1/256 (0.39 %) of every value in it.  Only buckets that
--- hold a value have a row.  Written with latency_totals.
+-- hold a value have a row.  Written with latency_totals.  busprof report's
+-- histograms use the same layout with four buckets per power of two (below
+-- 8 ns one per value), each the union of 32 of these: one layout, read
+-- finely enough for a percentile here and coarsely enough for a chart there.
 CREATE TABLE IF NOT EXISTS latency_buckets (
     session_id INTEGER NOT NULL REFERENCES sessions(id), -- session the transactions belong to
     domid INTEGER NOT NULL,            -- Xen domain id

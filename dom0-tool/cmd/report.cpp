@@ -9,11 +9,12 @@
 #include "db.h"
 #include "error.h"
 #include "figures.h"
+#include "histogram.h"
 #include "symbols.h"
 
 #include <algorithm>
+#include <bit>
 #include <cinttypes>
-#include <cmath>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -23,12 +24,21 @@ namespace busprof {
 
 namespace {
 
-// Histogram buckets: four per octave, bucket b holds [2^(b/4), 2^((b+1)/4)) ns,
-// so a bar's edges are within 19 % of each other.  Bucket -1: 0 ns.
-int bucket_of(int64_t ns) {
-    if (ns <= 0)
-        return -1;
-    return static_cast<int>(std::floor(4.0 * std::log2(static_cast<double>(ns))));
+// The histograms' bars: the summaries' buckets (histogram.h) with 2
+// sub-bucket bits, four bars per power of two, each the union of 32 of the
+// buckets of latency_buckets; a bar's edges are within 25 % of each other.
+// Numbered in order; a negative value (which one clock cannot give) before
+// every other.
+constexpr int kBarBits = 2;
+int bar_of(int64_t ns) {
+    return ns >= 0 ? bucket_index(ns, kBarBits)
+                   : -1 - bucket_index(ns == INT64_MIN ? INT64_MAX : -ns, kBarBits);
+}
+Bucket bar_at(int bar) {
+    if (bar >= 0)
+        return bucket_at(bar, kBarBits);
+    Bucket b = bucket_at(-1 - bar, kBarBits);
+    return {-b.hi, -b.lo};
 }
 
 // The result of a query that builds JSON with SQLite's own functions
@@ -150,8 +160,8 @@ function draw(d) {
       el("title", {}, r).textContent = ns(b[1]) + " \u2013 " + ns(b[2]) + ": " + b[3];
     }
     el("line", {x1: x0, y1: y0, x2: w - 10, y2: y0, stroke: "#999"}, svg);
-    for (let b = Math.ceil(bmin / 4) * 4; b <= bmax + 1; b += 4)   // one label per octave
-      text(svg, x0 + (b - bmin) * bw, y0 + 14, ns(Math.pow(2, b / 4)), "middle");
+    for (const t of d.ticks)   // one label per power of two
+      if (t[0] >= bmin && t[0] <= bmax + 1) text(svg, x0 + (t[0] - bmin) * bw, y0 + 14, ns(t[1]), "middle");
     text(svg, x0 - 4, y0 - (y0 - 24), String(top), "end");
     n++;
   }
@@ -335,26 +345,31 @@ std::string build_json(Db& db, int64_t session, const Symbols& syms) {
         return a.port != b.port ? a.port < b.port : a.dir < b.dir;
     });
     o << ",\"ports\":[";
+    int highest = 0; // the last bar of every histogram
     for (size_t k = 0; k < ports.size(); k++) {
         Port& p = ports[k];
         std::map<int, int64_t> hist;
         for (int64_t v : p.bus)
-            hist[bucket_of(v)]++;
+            hist[bar_of(v)]++;
         o << (k ? "," : "") << "{\"port\":" << p.port << ",\"dir\":\"" << p.dir
           << "\",\"count\":" << p.bus.size() << ",\"p50\":" << pct(p.bus, 50)
           << ",\"p99\":" << pct(p.bus, 99) << ",\"max\":" << pct(p.bus, 100) << ",\"hist\":[";
         bool first = true;
         for (auto [b, n] : hist) {
-            double lo = b < 0 ? 0 : std::pow(2.0, b / 4.0),
-                   hi = b < 0 ? 1 : std::pow(2.0, (b + 1) / 4.0);
-            char buf[96];
-            std::snprintf(buf, sizeof(buf), "[%d,%.1f,%.1f,%" PRId64 "]", b, lo, hi, n);
-            o << (first ? "" : ",") << buf;
+            Bucket bar = bar_at(b);
+            o << (first ? "" : ",") << "[" << b << "," << bar.lo << "," << bar.hi << "," << n
+              << "]";
             first = false;
+            highest = std::max(highest, b);
         }
         o << "],\"split\":[" << pct(p.exit, 50) << "," << pct(p.busok, 50) << ","
           << pct(p.resume, 50) << "]}";
     }
+    // The axis' labels: the bars that begin a power of two.
+    o << "],\"ticks\":[";
+    for (int b = 1, n = 0; b <= highest + 1; b++)
+        if (int64_t lo = bar_at(b).lo; std::has_single_bit(static_cast<uint64_t>(lo)))
+            o << (n++ ? "," : "") << "[" << b << "," << lo << "]";
     o << "],\"accesses\":[" << acc.str() << "],\"sampled\":" << every << ",\"span_ns\":" << t1 - t0
       << ",\"t0\":" << t0 << ",\"split_accesses\":" << kSplitAccesses;
 
