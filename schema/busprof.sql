@@ -102,8 +102,8 @@ CREATE TABLE IF NOT EXISTS events (
 -- lag are the last recorded - summarised of each session, which busprof
 -- stats reads one by one.  A daemon killed in between leaves rows out until
 -- the file is next opened for writing, which adds them.  Bus time and
--- overhead as in port_latency; overhead over the rows with clock_skewed =
--- 0 only.  Since schema version 5.
+-- overhead as transaction_times defines them; overhead over the rows with
+-- clock_skewed = 0 only.  Since schema version 5.
 CREATE TABLE IF NOT EXISTS latency_totals (
     session_id INTEGER NOT NULL REFERENCES sessions(id), -- session the transactions belong to
     domid INTEGER NOT NULL,            -- Xen domain id
@@ -126,7 +126,10 @@ CREATE TABLE IF NOT EXISTS latency_totals (
 -- of two is cut into 128 buckets of equal width, so a bucket is at most
 -- 1/128 of its lowest value wide and its middle, lo_ns + (hi_ns - lo_ns + 1)
 -- / 2, is within 1/256 (0.39 %) of every value in it.  Only buckets that
--- hold a value have a row.  Written with latency_totals.
+-- hold a value have a row.  Written with latency_totals.  busprof report's
+-- histograms use the same layout with four buckets per power of two (below
+-- 8 ns one per value), each the union of 32 of these: one layout, read
+-- finely enough for a percentile here and coarsely enough for a chart there.
 CREATE TABLE IF NOT EXISTS latency_buckets (
     session_id INTEGER NOT NULL REFERENCES sessions(id), -- session the transactions belong to
     domid INTEGER NOT NULL,            -- Xen domain id
@@ -139,22 +142,42 @@ CREATE TABLE IF NOT EXISTS latency_buckets (
     PRIMARY KEY (session_id, domid, port, dir, metric, lo_ns)
 ) WITHOUT ROWID;
 
+-- Every transaction with the times derived from its stamps, each defined
+-- here once: the views below and every busprof command read bus time,
+-- wait and overhead from this view, never from the stamps, so no two of
+-- them can disagree.  Bus time is measured on the daemon's clock and the
+-- wait on Xen's; overhead and its two parts subtract one from the other,
+-- so they are NULL on a row whose two clocks disagree (clock_skewed = 1),
+-- and every figure of overhead leaves those rows out.  Latency statistics
+-- (port_latency, busprof stats, top, report, diff) take the rows with
+-- status = 'ok'.
+-- A view adds no data: a trace written before it existed gets it when
+-- busprof opens the file (as a TEMP view when it opens it read-only).
+CREATE VIEW IF NOT EXISTS transaction_times AS
+SELECT t.*,                                                     -- the transaction as stored
+       t_bus_end_ns - t_bus_begin_ns AS bus_ns,                 -- bus time: the real access alone, t_bus_end_ns - t_bus_begin_ns (ns); NULL: no bus access was made
+       t_resume_ns - t_trap_ns AS wait_ns,                      -- how long the guest waited for the access, t_resume_ns - t_trap_ns (ns)
+       CASE WHEN clock_skewed = 0
+            THEN (t_resume_ns - t_trap_ns) - (t_bus_end_ns - t_bus_begin_ns) END AS overhead_ns, -- proxy overhead: the wait less the bus time, i.e. trap_to_bus_ns + bus_to_resume_ns (ns); NULL when clock_skewed = 1 or no bus access was made
+       CASE WHEN clock_skewed = 0 AND t_bus_end_ns IS NOT NULL
+            THEN t_bus_begin_ns - t_trap_ns END AS trap_to_bus_ns, -- the overhead's first part: VM exit, ioreq and the daemon up to the bus access, t_bus_begin_ns - t_trap_ns (ns); NULL where overhead_ns is
+       CASE WHEN clock_skewed = 0 AND t_bus_begin_ns IS NOT NULL
+            THEN t_resume_ns - t_bus_end_ns END AS bus_to_resume_ns -- its second part: the daemon's answer back to the guest's resume, t_resume_ns - t_bus_end_ns (ns); NULL where overhead_ns is
+FROM transactions AS t;
+
 -- Bus latency and proxy overhead per port and direction, over 'ok'
--- transactions.  Bus time is t_bus_end_ns - t_bus_begin_ns; overhead is the
--- rest of the time the guest waited: (t_resume_ns - t_trap_ns) - bus time,
--- over the rows whose two clocks agree (clock_skewed = 0).
--- Percentiles use the nearest-rank method.
+-- transactions: bus time and overhead as transaction_times defines them
+-- (overhead over the rows whose two clocks agree, clock_skewed = 0).
+-- Percentiles use the nearest-rank method: the p-th percentile of n values
+-- is the ceil(n * p / 100)-th smallest, as in every busprof command.
 CREATE VIEW IF NOT EXISTS port_latency AS
 WITH t AS (
-    SELECT domid, port, dir,
-           t_bus_end_ns - t_bus_begin_ns AS bus_ns,
-           CASE WHEN clock_skewed = 0
-                THEN (t_resume_ns - t_trap_ns) - (t_bus_end_ns - t_bus_begin_ns) END AS overhead_ns,
+    SELECT domid, port, dir, bus_ns, overhead_ns,
            ROW_NUMBER() OVER w AS rn,
            COUNT(*) OVER (PARTITION BY domid, port, dir) AS n
-    FROM transactions
+    FROM transaction_times
     WHERE status = 'ok'
-    WINDOW w AS (PARTITION BY domid, port, dir ORDER BY t_bus_end_ns - t_bus_begin_ns)
+    WINDOW w AS (PARTITION BY domid, port, dir ORDER BY bus_ns)
 )
 SELECT domid,                                                   -- Xen domain id
        port,                                                    -- I/O port

@@ -205,6 +205,7 @@ class Column:
     def __init__(self, name, line, code, comment):
         self.name, self.line, self.code, self.comment = name, line, code, comment
         self.type = ""
+        self.star = None  # for `t.*` in a view: the table whose columns it gives
 
 
 class Relation:
@@ -248,7 +249,8 @@ def parse_table(code, name_at):
 
 
 def parse_view(code, name_at):
-    """Columns of the outermost SELECT (after any WITH clause)."""
+    """Columns of the outermost SELECT (after any WITH clause).  `t.*`
+    gives one Column named '*' whose star is the table it stands for."""
     i = next(i for i in range(name_at, len(code)) if code[i].upper() == "AS")
     depth, start = 0, None
     for j in range(i + 1, len(code)):
@@ -266,12 +268,32 @@ def parse_view(code, name_at):
             break
     else:
         end = len(code)
+    # The outermost FROM's tables by name and alias: FROM name [AS] alias.
+    tables, after = {}, code[end + 1:] if end < len(code) else []
+    words = [t for t in after if t.kind != "comment"]
+    for k, t in enumerate(words):
+        if k and words[k - 1].upper() not in ("FROM", "JOIN") or t.kind != "word":
+            continue
+        tables[t.text.lower()] = t.text
+        rest = words[k + 1:k + 3]
+        if rest and rest[0].upper() == "AS":
+            rest = rest[1:]
+        if rest and rest[0].kind == "word" and rest[0].upper() not in (
+                "WHERE", "JOIN", "LEFT", "INNER", "CROSS", "ON", "GROUP", "ORDER"):
+            tables[rest[0].text.lower()] = t.text
     # Comments between the last expression and FROM sit before the FROM
     # token in the stream; include them by taking comment tokens up to it.
     cols = []
     for item, comments in split_items(code[start:end]):
         plain = [t for t in item if t.kind != "comment"]
         if not plain:
+            continue
+        if plain[-1].kind == "punct" and plain[-1].text == "*":
+            c = Column("*", plain[0].line, plain, " ".join(c for c in comments if c))
+            c.star = tables.get(plain[0].text.lower()) if len(plain) == 3 else None
+            if c.star is None and len(tables) == 1:
+                c.star = next(iter(tables.values()))
+            cols.append(c)
             continue
         if len(plain) >= 2 and plain[-2].upper() == "AS":
             name, expr = plain[-1].text, plain[:-2]
@@ -321,11 +343,28 @@ def parse(schema_path):
         sys.exit(f"gen-docs.py: {schema_path}: SQLite rejects the schema: {e}")
     problems = []
     for rel in rels:
-        parsed = {c.name.lower(): c for c in rel.columns}
+        parsed = {c.name.lower(): c for c in rel.columns if c.name != "*"}
+        # A view's `t.*`: the columns of its table, documented there; one
+        # row of its own in the docs, where the first of them comes.
+        starred = {}
+        for c in rel.columns:
+            if c.name != "*":
+                continue
+            if c.star is None:
+                problems.append((c.line, f"{rel.kind} {rel.name}: cannot tell which "
+                                 f"table '{join_code(c.code)}' stands for"))
+                continue
+            for _, name, *_ in db.execute(f'PRAGMA table_xinfo("{c.star}")'):
+                starred.setdefault(name.lower(), c)
         cols = []
         for _, name, decltype, *_ in db.execute(
                 f'PRAGMA table_xinfo("{rel.name}")'):
             c = parsed.pop(name.lower(), None)
+            if c is None and name.lower() in starred:
+                star = starred[name.lower()]
+                if star not in cols:
+                    cols.append(star)
+                continue
             if c is None:
                 c = Column(name, rel.line, [], "")
             c.type = decltype or ""
@@ -396,7 +435,9 @@ def render(intro, rels, source_name):
             out += ["| Column | Type | Expression | Comment |",
                     "|---|---|---|---|"]
             for c in rel.columns:
-                out.append(f"| `{c.name}` | {c.type} | "
+                name = (f"every column of [`{c.star}`](#{c.star.lower()})" if c.star
+                        else f"`{c.name}`")
+                out.append(f"| {name} | {c.type} | "
                            f"{code_cell(join_code(c.code))} | {cell(c.comment)} |")
         out.append("")
         if rel.constraints:

@@ -1,7 +1,7 @@
 -- Title: Which ports have the slowest bus accesses (p99 bus time)?
 -- SPDX-License-Identifier: GPL-2.0-only
 -- From the port_latency view: per domain, port and direction, the nearest-
--- rank percentiles of bus time (t_bus_end_ns - t_bus_begin_ns) over 'ok'
+-- rank percentiles of bus time (transaction_times.bus_ns) over 'ok'
 -- transactions, slowest p99 first.  Bus time is what the device costs,
 -- without the virtualisation overhead.
 SELECT domid,

@@ -10,7 +10,7 @@ SELECT session_id,
        SUM(dir = 'in') AS reads,
        SUM(dir = 'out') AS writes,
        SUM(status <> 'ok') AS not_ok,
-       SUM(CASE WHEN status = 'ok' THEN t_bus_end_ns - t_bus_begin_ns END) AS bus_ns
-FROM transactions
+       SUM(CASE WHEN status = 'ok' THEN bus_ns END) AS bus_ns
+FROM transaction_times
 GROUP BY session_id, domid, vcpu
 ORDER BY session_id, vcpu;

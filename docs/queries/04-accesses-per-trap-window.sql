@@ -27,9 +27,9 @@ SELECT w.session_id,
        COUNT(t.id) AS accesses,
        MIN(t.id) AS first_id,
        MAX(t.id) AS last_id,
-       SUM(CASE WHEN t.status = 'ok' THEN t.t_bus_end_ns - t.t_bus_begin_ns END) AS bus_ns
+       SUM(CASE WHEN t.status = 'ok' THEN t.bus_ns END) AS bus_ns
 FROM windows w
-LEFT JOIN transactions t
+LEFT JOIN transaction_times t
        ON t.session_id = w.session_id
       AND t.port BETWEEN w.port_first AND w.port_last
       AND t.t_trap_ns > w.start_ns

@@ -8,8 +8,8 @@ WITH per_rip AS (
     SELECT domid, rip,
            COUNT(*) AS accesses,
            GROUP_CONCAT(DISTINCT printf('0x%x', port)) AS ports,
-           SUM(t_bus_end_ns - t_bus_begin_ns) AS bus_ns
-    FROM transactions
+           SUM(bus_ns) AS bus_ns
+    FROM transaction_times
     WHERE status = 'ok'
     GROUP BY domid, rip
 ), ranked AS (

@@ -9,11 +9,11 @@ SELECT session_id,
        printf('0x%x', task) AS task,
        printf('0x%x', port) AS port,
        COUNT(*) AS accesses,
-       SUM(t_resume_ns - t_trap_ns) AS wait_ns,
-       MAX(t_resume_ns - t_trap_ns) AS max_wait_ns,
+       SUM(wait_ns) AS wait_ns,
+       MAX(wait_ns) AS max_wait_ns,
        GROUP_CONCAT(DISTINCT pcpu) AS pcpus
-FROM transactions
+FROM transaction_times
 WHERE status = 'ok' AND task IS NOT NULL
 GROUP BY session_id, task, port
-ORDER BY session_id, SUM(SUM(t_resume_ns - t_trap_ns)) OVER (PARTITION BY session_id, task) DESC,
+ORDER BY session_id, SUM(SUM(wait_ns)) OVER (PARTITION BY session_id, task) DESC,
          task, wait_ns DESC, port;

@@ -10,9 +10,9 @@
 SELECT session_id,
        storage_overlap,
        COUNT(*) AS accesses,
-       CAST(AVG(t_resume_ns - t_trap_ns) AS INTEGER) AS mean_wait_ns,
-       MAX(t_resume_ns - t_trap_ns) AS max_wait_ns
-FROM transactions
+       CAST(AVG(wait_ns) AS INTEGER) AS mean_wait_ns,
+       MAX(wait_ns) AS max_wait_ns
+FROM transaction_times
 WHERE status = 'ok'
 GROUP BY session_id, storage_overlap
 ORDER BY session_id, storage_overlap;

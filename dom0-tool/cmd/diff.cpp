@@ -5,6 +5,7 @@
 #include "compare.h"
 #include "db.h"
 #include "error.h"
+#include "figures.h"
 #include "table.h"
 
 #include <algorithm>
@@ -73,10 +74,8 @@ Side load(const Spec& spec) {
                     reinterpret_cast<const char*>(sqlite3_column_text(s.get(), 0)) + ", id " +
                     std::to_string(sqlite3_column_int(s.get(), 1)) + ")";
     }
-    Stmt s(db.get(), "SELECT port, dir, t_bus_end_ns - t_bus_begin_ns, CASE WHEN clock_skewed = 0"
-                     " THEN (t_resume_ns - t_trap_ns) - (t_bus_end_ns - t_bus_begin_ns) END"
-                     " FROM transactions WHERE session_id = ? AND status = 'ok'"
-                     " AND t_bus_begin_ns IS NOT NULL AND t_bus_end_ns IS NOT NULL");
+    Stmt s(db.get(), "SELECT port, dir, bus_ns, overhead_ns FROM transaction_times"
+                     " WHERE session_id = ? AND status = 'ok' AND bus_ns IS NOT NULL");
     s.bind(1, session);
     while (s.step()) {
         auto& v = side.values[{sqlite3_column_int(s.get(), 0),

@@ -29,14 +29,15 @@ std::string us(const std::string& x) {
 }
 
 // One JSON object per row, ordered by track and time so that each track is
-// monotonic and an access comes before the bus slice it holds.  A row whose
+// monotonic and an access comes before the bus slice it holds, whose
+// duration is the bus time (transaction_times).  A row whose
 // clocks disagree (clock_skewed = 1) may have its bus slice outside
 // trap..resume; its access slice is widened to hold it and says so in args.
 std::string chrome_sql(int64_t session) {
     std::string where = session >= 0 ? " WHERE session_id = " + std::to_string(session) : "";
     std::string a0 = "min(t_trap_ns, coalesce(t_bus_begin_ns, t_trap_ns))";
     std::string a1 = "max(t_resume_ns, coalesce(t_bus_end_ns, t_resume_ns))";
-    return "WITH t AS (SELECT * FROM transactions" + where +
+    return "WITH t AS (SELECT * FROM transaction_times" + where +
            "), m AS (SELECT m.*, s.domid FROM markers m JOIN sessions s ON s.id = m.session_id" +
            (session >= 0 ? " WHERE m.session_id = " + std::to_string(session) : std::string()) +
            "), ev(pid, tid, ts, ord, j) AS ("
@@ -66,9 +67,9 @@ std::string chrome_sql(int64_t session) {
            " UNION ALL SELECT domid, vcpu, t_bus_begin_ns, 2, json_object('name', 'bus', 'cat', "
            "'bus',"
            "  'ph', 'X', 'pid', domid, 'tid', vcpu, 'ts', " +
-           us("t_bus_begin_ns") + ", 'dur', " + us("t_bus_end_ns - t_bus_begin_ns") +
+           us("t_bus_begin_ns") + ", 'dur', " + us("bus_ns") +
            ", 'args', json_object('id', id, 'port', printf('0x%x', port), 'dir', dir))"
-           " FROM t WHERE t_bus_begin_ns IS NOT NULL AND t_bus_end_ns IS NOT NULL"
+           " FROM t WHERE bus_ns IS NOT NULL"
            " UNION ALL SELECT domid, coalesce(vcpu, -1), t_ns, 3, json_object('name', kind, 'cat',"
            "  'marker', 'ph', 'i', 's', CASE WHEN vcpu IS NULL THEN 'p' ELSE 't' END, 'pid', domid,"
            "  'tid', coalesce(vcpu, 0), 'ts', " +

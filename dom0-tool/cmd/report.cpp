@@ -8,25 +8,37 @@
 #include "cmd.h"
 #include "db.h"
 #include "error.h"
+#include "figures.h"
+#include "histogram.h"
 #include "symbols.h"
 
 #include <algorithm>
+#include <bit>
 #include <cinttypes>
-#include <cmath>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 namespace busprof {
 
 namespace {
 
-// Histogram buckets: four per octave, bucket b holds [2^(b/4), 2^((b+1)/4)) ns,
-// so a bar's edges are within 19 % of each other.  Bucket -1: 0 ns.
-int bucket_of(int64_t ns) {
-    if (ns <= 0)
-        return -1;
-    return static_cast<int>(std::floor(4.0 * std::log2(static_cast<double>(ns))));
+// The histograms' bars: the summaries' buckets (histogram.h) with 2
+// sub-bucket bits, four bars per power of two, each the union of 32 of the
+// buckets of latency_buckets; a bar's edges are within 25 % of each other.
+// Numbered in order; a negative value (which one clock cannot give) before
+// every other.
+constexpr int kBarBits = 2;
+int bar_of(int64_t ns) {
+    return ns >= 0 ? bucket_index(ns, kBarBits)
+                   : -1 - bucket_index(ns == INT64_MIN ? INT64_MAX : -ns, kBarBits);
+}
+Bucket bar_at(int bar) {
+    if (bar >= 0)
+        return bucket_at(bar, kBarBits);
+    Bucket b = bucket_at(-1 - bar, kBarBits);
+    return {-b.hi, -b.lo};
 }
 
 // The result of a query that builds JSON with SQLite's own functions
@@ -105,6 +117,7 @@ function chart(parent, kind, w, h, title) {
   return s;
 }
 function ns(v) {
+  if (v === null) return "\u2013";
   if (v < 0) return "-" + ns(-v);
   if (v >= 1e6) return (v / 1e6).toFixed(v >= 1e7 ? 0 : 1) + " ms";
   if (v >= 1e3) return (v / 1e3).toFixed(v >= 1e4 ? 0 : 1) + " \u00b5s";
@@ -138,7 +151,7 @@ function draw(d) {
   for (const p of d.ports) for (const b of p.hist) { bmin = Math.min(bmin, b[0]); bmax = Math.max(bmax, b[0]); }
   for (const p of d.ports) {
     const w = 460, h = 180, x0 = 40, y0 = 150, span = Math.max(bmax - bmin + 1, 8);
-    const svg = chart(H, "histogram", w, h, portName(p) + ": " + p.count + " accesses, p50 " + ns(p.p50) + ", p99 " + ns(p.p99));
+    const svg = chart(H, "histogram", w, h, portName(p) + ": " + p.count + " accesses, p50 " + ns(p.p50) + ", p99 " + ns(p.p99) + ", max " + ns(p.max));
     svg.setAttribute("data-port", p.port); svg.setAttribute("data-dir", p.dir);
     const top = Math.max(...p.hist.map(b => b[3]), 1), bw = (w - x0 - 10) / span;
     for (const b of p.hist) {
@@ -147,8 +160,8 @@ function draw(d) {
       el("title", {}, r).textContent = ns(b[1]) + " \u2013 " + ns(b[2]) + ": " + b[3];
     }
     el("line", {x1: x0, y1: y0, x2: w - 10, y2: y0, stroke: "#999"}, svg);
-    for (let b = Math.ceil(bmin / 4) * 4; b <= bmax + 1; b += 4)   // one label per octave
-      text(svg, x0 + (b - bmin) * bw, y0 + 14, ns(Math.pow(2, b / 4)), "middle");
+    for (const t of d.ticks)   // one label per power of two
+      if (t[0] >= bmin && t[0] <= bmax + 1) text(svg, x0 + (t[0] - bmin) * bw, y0 + 14, ns(t[1]), "middle");
     text(svg, x0 - 4, y0 - (y0 - 24), String(top), "end");
     n++;
   }
@@ -163,7 +176,7 @@ function draw(d) {
     d.ports.forEach((p, i) => {
       let x = x0; const y = 24 + i * rowh;
       text(svg, x0 - 6, y + 12, portName(p), "end");
-      p.split.forEach((v, k) => {
+      p.split.forEach((v, k) => {   // null: every access's clocks disagreed, drawn as 0
         const bw = (w - x0 - 80) * v / max;
         el("title", {}, el("rect", {class: "part", x: x, y: y, width: bw, height: rowh - 6, fill: parts[k]}, svg)).textContent = ns(v);
         x += bw;
@@ -273,8 +286,13 @@ std::string build_json(Db& db, int64_t session, const Symbols& syms) {
     int64_t every = total > kMaxAccesses ? (total + kMaxAccesses - 1) / kMaxAccesses : 0;
     std::ostringstream acc;
     int64_t i = 0, shown = 0;
-    Stmt st(db.get(), "SELECT t_trap_ns, vcpu, port, dir, t_bus_begin_ns, t_bus_end_ns,"
-                      " t_resume_ns, clock_skewed, status FROM transactions"
+    auto json = [](const std::optional<int64_t>& v) {
+        return v ? std::to_string(*v) : std::string("null");
+    };
+    // Bus time and the overhead's parts as the schema defines them; the
+    // parts are NULL where the two clocks disagree.
+    Stmt st(db.get(), "SELECT t_trap_ns, vcpu, port, dir, trap_to_bus_ns, bus_ns,"
+                      " bus_to_resume_ns, clock_skewed, status FROM transaction_times"
                       " WHERE session_id = ? ORDER BY t_trap_ns, id");
     st.bind(1, session);
     while (st.step()) {
@@ -287,24 +305,28 @@ std::string build_json(Db& db, int64_t session, const Symbols& syms) {
             ports.push_back({port, dir, {}, {}, {}, {}});
         }
         Port& p = ports[index[key]];
-        bool has_bus = sqlite3_column_type(s, 4) != SQLITE_NULL;
+        auto value = [s](int col) -> std::optional<int64_t> {
+            if (sqlite3_column_type(s, col) == SQLITE_NULL)
+                return std::nullopt;
+            return sqlite3_column_int64(s, col);
+        };
         bool ok = std::string(reinterpret_cast<const char*>(sqlite3_column_text(s, 8))) == "ok";
         bool skewed = sqlite3_column_int(s, 7) != 0;
-        int64_t trap = sqlite3_column_int64(s, 0), b0 = sqlite3_column_int64(s, 4),
-                b1 = sqlite3_column_int64(s, 5), res = sqlite3_column_int64(s, 6);
-        if (ok && has_bus) {
-            p.bus.push_back(b1 - b0);
-            if (!skewed) {
-                p.exit.push_back(b0 - trap);
-                p.busok.push_back(b1 - b0);
-                p.resume.push_back(res - b1);
+        int64_t trap = sqlite3_column_int64(s, 0);
+        auto to_bus = value(4), bus = value(5), to_resume = value(6);
+        if (ok && bus) {
+            p.bus.push_back(*bus);
+            if (to_bus && to_resume) {
+                p.exit.push_back(*to_bus);
+                p.busok.push_back(*bus);
+                p.resume.push_back(*to_resume);
             }
         }
         if (!every || i % every == 0) {
             acc << (shown ? "," : "") << "[" << trap - t0 << "," << sqlite3_column_int(s, 1) << ","
                 << port << ",";
-            if (ok && has_bus)
-                acc << b0 - trap << "," << b1 - b0 << "," << res - b1;
+            if (ok && bus)
+                acc << json(to_bus) << "," << *bus << "," << json(to_resume);
             else
                 acc << "null,null,null";
             acc << "," << (skewed ? 1 : 0) << ",\"" << dir << "\"]";
@@ -312,37 +334,42 @@ std::string build_json(Db& db, int64_t session, const Symbols& syms) {
         }
         i++;
     }
-    auto median = [](std::vector<int64_t> v, double q) -> int64_t {
+    // A percentile as every command takes it; null where there is no value.
+    auto pct = [](std::vector<int64_t>& v, int p) {
         if (v.empty())
-            return 0;
-        size_t k = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
-        std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(k), v.end());
-        return v[k];
+            return std::string("null");
+        std::sort(v.begin(), v.end());
+        return std::to_string(nearest_rank(v, p));
     };
     std::sort(ports.begin(), ports.end(), [](const Port& a, const Port& b) {
         return a.port != b.port ? a.port < b.port : a.dir < b.dir;
     });
     o << ",\"ports\":[";
+    int highest = 0; // the last bar of every histogram
     for (size_t k = 0; k < ports.size(); k++) {
         Port& p = ports[k];
         std::map<int, int64_t> hist;
         for (int64_t v : p.bus)
-            hist[bucket_of(v)]++;
+            hist[bar_of(v)]++;
         o << (k ? "," : "") << "{\"port\":" << p.port << ",\"dir\":\"" << p.dir
-          << "\",\"count\":" << p.bus.size() << ",\"p50\":" << median(p.bus, 0.5)
-          << ",\"p99\":" << median(p.bus, 0.99) << ",\"hist\":[";
+          << "\",\"count\":" << p.bus.size() << ",\"p50\":" << pct(p.bus, 50)
+          << ",\"p99\":" << pct(p.bus, 99) << ",\"max\":" << pct(p.bus, 100) << ",\"hist\":[";
         bool first = true;
         for (auto [b, n] : hist) {
-            double lo = b < 0 ? 0 : std::pow(2.0, b / 4.0),
-                   hi = b < 0 ? 1 : std::pow(2.0, (b + 1) / 4.0);
-            char buf[96];
-            std::snprintf(buf, sizeof(buf), "[%d,%.1f,%.1f,%" PRId64 "]", b, lo, hi, n);
-            o << (first ? "" : ",") << buf;
+            Bucket bar = bar_at(b);
+            o << (first ? "" : ",") << "[" << b << "," << bar.lo << "," << bar.hi << "," << n
+              << "]";
             first = false;
+            highest = std::max(highest, b);
         }
-        o << "],\"split\":[" << median(p.exit, 0.5) << "," << median(p.busok, 0.5) << ","
-          << median(p.resume, 0.5) << "]}";
+        o << "],\"split\":[" << pct(p.exit, 50) << "," << pct(p.busok, 50) << ","
+          << pct(p.resume, 50) << "]}";
     }
+    // The axis' labels: the bars that begin a power of two.
+    o << "],\"ticks\":[";
+    for (int b = 1, n = 0; b <= highest + 1; b++)
+        if (int64_t lo = bar_at(b).lo; std::has_single_bit(static_cast<uint64_t>(lo)))
+            o << (n++ ? "," : "") << "[" << b << "," << lo << "]";
     o << "],\"accesses\":[" << acc.str() << "],\"sampled\":" << every << ",\"span_ns\":" << t1 - t0
       << ",\"t0\":" << t0 << ",\"split_accesses\":" << kSplitAccesses;
 
@@ -350,8 +377,8 @@ std::string build_json(Db& db, int64_t session, const Symbols& syms) {
     o << ",\"rips\":[";
     {
         Stmt r(db.get(), "SELECT rip, count(*), group_concat(DISTINCT printf('0x%04x', port)),"
-                         " coalesce(sum(t_bus_end_ns - t_bus_begin_ns), 0) AS bus"
-                         " FROM transactions WHERE session_id = ? AND rip != 0"
+                         " coalesce(sum(bus_ns), 0) AS bus"
+                         " FROM transaction_times WHERE session_id = ? AND rip != 0"
                          " GROUP BY rip ORDER BY bus DESC, rip LIMIT 20");
         r.bind(1, session);
         bool first = true;

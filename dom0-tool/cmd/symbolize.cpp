@@ -27,9 +27,8 @@ std::string symbolize_sql(const Selection& sel) {
     return "SELECT domid, printf('0x%x', rip) AS rip, symbol(rip) AS symbol,"
            " source(rip) AS source, count(*) AS accesses,"
            " group_concat(DISTINCT printf('0x%04x', port)) AS ports,"
-           " sum(t_bus_end_ns - t_bus_begin_ns) AS bus_ns,"
-           " CAST(round(avg(t_bus_end_ns - t_bus_begin_ns)) AS INTEGER) AS mean_bus_ns"
-           " FROM transactions " +
+           " sum(bus_ns) AS bus_ns, CAST(round(avg(bus_ns)) AS INTEGER) AS mean_bus_ns"
+           " FROM transaction_times " +
            where + " GROUP BY domid, rip ORDER BY domid, bus_ns DESC, rip";
 }
 

@@ -5,12 +5,14 @@
 #include "cmd.h"
 #include "db.h"
 #include "error.h"
+#include "figures.h"
 
 #include <algorithm>
 #include <cinttypes>
 #include <csignal>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <poll.h>
 #include <sstream>
 #include <termios.h>
@@ -31,12 +33,12 @@ std::map<std::string, std::string> parse_status(const std::string& reply) {
     return m;
 }
 
-uint64_t pct(std::vector<int64_t>& v, double p) {
+// A percentile of an interval's values; none where it had none.
+std::optional<int64_t> pct(std::vector<int64_t>& v, int p) {
     if (v.empty())
-        return 0;
-    size_t k = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
-    std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(k), v.end());
-    return static_cast<uint64_t>(std::max<int64_t>(v[k], 0));
+        return std::nullopt;
+    std::sort(v.begin(), v.end());
+    return nearest_rank(v, p);
 }
 
 struct PortRow {
@@ -44,7 +46,7 @@ struct PortRow {
     std::string dir;
     uint64_t n = 0, errors = 0, timeouts = 0;
     double per_s = 0;
-    uint64_t bus_p50 = 0, bus_p99 = 0, ovh_p50 = 0, ovh_p99 = 0;
+    std::optional<int64_t> bus_p50, bus_p99, ovh_p50, ovh_p99;
 };
 
 enum class SortBy { count, bus_p99, ovh_p99, port };
@@ -70,9 +72,8 @@ std::vector<PortRow> interval(Db& db, int64_t session, int64_t& last_id, double 
         uint64_t n = 0, errors = 0, timeouts = 0;
     };
     std::map<std::pair<int, std::string>, Acc> acc;
-    Stmt st(db.get(), "SELECT id, port, dir, status, t_bus_end_ns - t_bus_begin_ns,"
-                      " (t_resume_ns - t_trap_ns) - (t_bus_end_ns - t_bus_begin_ns), clock_skewed"
-                      " FROM transactions WHERE session_id = ? AND id > ? ORDER BY id");
+    Stmt st(db.get(), "SELECT id, port, dir, status, bus_ns, overhead_ns FROM transaction_times"
+                      " WHERE session_id = ? AND id > ? ORDER BY id");
     st.bind(1, session).bind(2, last_id);
     while (st.step()) {
         sqlite3_stmt* s = st.get();
@@ -86,8 +87,9 @@ std::vector<PortRow> interval(Db& db, int64_t session, int64_t& last_id, double 
         a.timeouts += status == "timeout";
         if (status != "ok")
             continue;
-        a.bus.push_back(sqlite3_column_int64(s, 4));
-        if (!sqlite3_column_int(s, 6)) // overhead only where the clocks agree
+        if (sqlite3_column_type(s, 4) != SQLITE_NULL)
+            a.bus.push_back(sqlite3_column_int64(s, 4));
+        if (sqlite3_column_type(s, 5) != SQLITE_NULL) // none where the clocks disagree
             a.ovh.push_back(sqlite3_column_int64(s, 5));
     }
     std::vector<PortRow> rows;
@@ -99,10 +101,10 @@ std::vector<PortRow> interval(Db& db, int64_t session, int64_t& last_id, double 
         r.errors = a.errors;
         r.timeouts = a.timeouts;
         r.per_s = seconds > 0 ? static_cast<double>(a.n) / seconds : 0;
-        r.bus_p50 = pct(a.bus, 0.50);
-        r.bus_p99 = pct(a.bus, 0.99);
-        r.ovh_p50 = pct(a.ovh, 0.50);
-        r.ovh_p99 = pct(a.ovh, 0.99);
+        r.bus_p50 = pct(a.bus, 50);
+        r.bus_p99 = pct(a.bus, 99);
+        r.ovh_p50 = pct(a.ovh, 50);
+        r.ovh_p99 = pct(a.ovh, 99);
         rows.push_back(r);
     }
     std::stable_sort(rows.begin(), rows.end(), [sort](const PortRow& a, const PortRow& b) {
@@ -141,13 +143,16 @@ std::string frame(const std::map<std::string, std::string>& st, const std::vecto
                   "accesses", "per_s", "bus_p50_ns", "bus_p99_ns", "ovh_p50_ns", "ovh_p99_ns",
                   "errors", "timeouts");
     o << buf;
+    // "-": no value, as when every access of the port failed or, for the
+    // overhead, had clocks that disagree.
+    auto ns = [](const std::optional<int64_t>& v) { return v ? std::to_string(*v) : "-"; };
     uint64_t total = 0;
     for (auto& r : rows) {
-        std::snprintf(buf, sizeof(buf),
-                      "0x%04x %-3s %9" PRIu64 " %9.0f %11" PRIu64 " %11" PRIu64 " %11" PRIu64
-                      " %11" PRIu64 " %6" PRIu64 " %8" PRIu64 "\n",
-                      r.port, r.dir.c_str(), r.n, r.per_s, r.bus_p50, r.bus_p99, r.ovh_p50,
-                      r.ovh_p99, r.errors, r.timeouts);
+        std::snprintf(
+            buf, sizeof(buf),
+            "0x%04x %-3s %9" PRIu64 " %9.0f %11s %11s %11s %11s %6" PRIu64 " %8" PRIu64 "\n",
+            r.port, r.dir.c_str(), r.n, r.per_s, ns(r.bus_p50).c_str(), ns(r.bus_p99).c_str(),
+            ns(r.ovh_p50).c_str(), ns(r.ovh_p99).c_str(), r.errors, r.timeouts);
         o << buf;
         total += r.n;
     }

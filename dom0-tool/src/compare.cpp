@@ -7,12 +7,6 @@
 
 namespace busprof {
 
-int64_t nearest_rank(std::span<const int64_t> sorted, int pct) {
-    assert(!sorted.empty() && pct >= 1 && pct <= 100);
-    size_t rank = (sorted.size() * static_cast<size_t>(pct) + 99) / 100;
-    return sorted[std::max<size_t>(rank, 1) - 1];
-}
-
 MannWhitney mann_whitney(std::span<const int64_t> x, std::span<const int64_t> y) {
     assert(!x.empty() && !y.empty());
     assert(std::is_sorted(x.begin(), x.end()) && std::is_sorted(y.begin(), y.end()));

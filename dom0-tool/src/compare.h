@@ -1,17 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-// Two samples of latencies compared (busprof diff): nearest-rank
-// percentiles and the Mann-Whitney U test.
+// Two samples of latencies compared (busprof diff): the Mann-Whitney U
+// test.  Their percentiles: nearest_rank() (figures.h).
 #pragma once
 
 #include <cstdint>
 #include <span>
 
 namespace busprof {
-
-// The nearest-rank percentile pct (1-100) of an ascending sample: its
-// ceil(n * pct / 100)-th smallest value, as port_latency takes it.  The
-// sample must not be empty.
-int64_t nearest_rank(std::span<const int64_t> sorted, int pct);
 
 struct MannWhitney {
     double u;  // U of the first sample: pairs (x, y) with x > y, plus half the ties

@@ -3,6 +3,7 @@
 
 #include "clock.h"
 #include "error.h"
+#include "figures.h"
 #include "histogram.h"
 #include "schema_sql.h"
 
@@ -160,6 +161,8 @@ Db Db::open(const std::string& path, bool writable) {
     };
     try {
         check(identify());
+        if (!writable)
+            add_transaction_times(db);
         if (writable) {
             // A new file gets 16 KiB pages: a trace is appended to and read
             // in long runs, and larger pages made inserts faster and rows
@@ -302,15 +305,11 @@ class Summaries {
             return;
         Group& g = groups_[Key{session, r.domid, r.port, r.dir}];
         g.count++;
-        if (!r.t_bus_begin_ns || !r.t_bus_end_ns)
-            return; // a NULL bus time, as in port_latency
-        // Signed, as SQL computes them from the stored stamps.
-        auto ns = [](uint64_t t) { return static_cast<int64_t>(t); };
-        int64_t bus = ns(r.t_bus_end_ns) - ns(r.t_bus_begin_ns);
-        g.bus.add(bus);
-        if (r.flags & XEN_BUSPROF_RECORD_CLOCK_SKEWED)
-            return;
-        g.overhead.add(ns(r.t_resume_ns) - ns(r.t_trap_ns) - bus);
+        TransactionTimes t = times_of(r);
+        if (t.bus_ns)
+            g.bus.add(*t.bus_ns);
+        if (t.overhead_ns)
+            g.overhead.add(*t.overhead_ns);
     }
 
     // Adds these to the tables, and records that every committed row of

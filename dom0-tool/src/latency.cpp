@@ -38,29 +38,24 @@ Key key_of(Grouping by) {
             "r.domid, r.port, r.dir"};
 }
 
-// The nearest-rank percentile pct of column v, ranked by column rank among
-// count n (as port_latency computes them).
+// The nearest-rank percentile pct of column v among count n values, where
+// column rank is the rank of v's row in ascending order (of a bucket's
+// value: the rank of the last value in it), as port_latency computes them.
 std::string pct(const char* v, const char* rank, const char* n, int pct) {
     return std::string("MIN(CASE WHEN ") + rank + " >= (" + n + " * " + std::to_string(pct) +
            " + 99) / 100 THEN " + v + " END)";
 }
 
-// Overhead and its parts only where both clocks agree and a bus access
-// was made; the bus time exactly as port_latency takes it.  Columns of a
-// transactions row, as the exact table and the rows the summaries lag
-// compute them.
-const std::string kPart = "CASE WHEN clock_skewed = 0 AND t_bus_begin_ns IS NOT NULL"
-                          " AND t_bus_end_ns IS NOT NULL THEN ";
-const std::string kBusAndOverhead =
-    "t_bus_end_ns - t_bus_begin_ns AS bus_ns, " + kPart +
-    "(t_resume_ns - t_trap_ns) - (t_bus_end_ns - t_bus_begin_ns) END AS ovh_ns";
+// Bus time and overhead of the 'ok' rows, from the schema's definition of
+// them: the exact table and the rows the summaries lag read them alike.
+const std::string kBusAndOverhead = "bus_ns, overhead_ns AS ovh_ns";
+const std::string kOkRows = " FROM transaction_times WHERE status = 'ok'";
 
 std::string exact_sql(const Selection& sel, Grouping by) {
     Key k = key_of(by);
-    std::string sql = "WITH t AS (SELECT " + k.stored + ", " + kBusAndOverhead;
-    sql += ", " + kPart + "t_bus_begin_ns - t_trap_ns END AS to_bus_ns";
-    sql += ", " + kPart + "t_resume_ns - t_bus_end_ns END AS to_resume_ns";
-    sql += " FROM transactions WHERE status = 'ok'" + sel.on_rows() + ")";
+    std::string sql = "WITH t AS (SELECT " + k.stored + ", " + kBusAndOverhead +
+                      ", trap_to_bus_ns AS to_bus_ns, bus_to_resume_ns AS to_resume_ns" + kOkRows +
+                      sel.on_rows() + ")";
     // Ranks by each column; the rows without overhead rank after the
     // others, whose count is no.
     std::string over = " OVER (PARTITION BY " + k.stored;
@@ -93,8 +88,8 @@ std::string summary_sql(const Selection& sel, const std::vector<SummaryLag>& tai
                 " AND id >= " + std::to_string(tails[i].from_id) + ")";
     if (!tails.empty())
         from += ")";
-    std::string tail = "tail AS (SELECT domid, port, dir, " + kBusAndOverhead +
-                       " FROM transactions WHERE status = 'ok'" + from + sel.on_summaries() + "),";
+    std::string tail = "tail AS (SELECT domid, port, dir, " + kBusAndOverhead + kOkRows + from +
+                       sel.on_summaries() + "),";
     return "WITH " + tail +
            " b AS (SELECT domid, port, dir, metric, mid_ns, SUM(count) AS count FROM"
            " (SELECT domid, port, dir, metric, lo_ns + (hi_ns - lo_ns + 1) / 2 AS mid_ns, count"
@@ -107,11 +102,11 @@ std::string summary_sql(const Selection& sel, const std::vector<SummaryLag>& tai
            " r AS (SELECT domid, port, dir, metric, mid_ns,"
            " SUM(count) OVER (PARTITION BY domid, port, dir, metric ORDER BY mid_ns) AS cum,"
            " SUM(count) OVER (PARTITION BY domid, port, dir, metric) AS n FROM b),"
-           " p AS (SELECT domid, port, dir,"
-           " MIN(CASE WHEN metric = 'bus' AND cum >= (n * 50 + 99) / 100 THEN mid_ns END) AS b50,"
-           " MIN(CASE WHEN metric = 'bus' AND cum >= (n * 95 + 99) / 100 THEN mid_ns END) AS b95,"
-           " MIN(CASE WHEN metric = 'bus' AND cum >= (n * 99 + 99) / 100 THEN mid_ns END) AS b99,"
-           " MIN(CASE WHEN metric = 'overhead' AND cum >= (n * 50 + 99) / 100 THEN mid_ns END)"
+           " p AS (SELECT domid, port, dir, " +
+           pct("CASE WHEN metric = 'bus' THEN mid_ns END", "cum", "n", 50) + " AS b50, " +
+           pct("CASE WHEN metric = 'bus' THEN mid_ns END", "cum", "n", 95) + " AS b95, " +
+           pct("CASE WHEN metric = 'bus' THEN mid_ns END", "cum", "n", 99) + " AS b99, " +
+           pct("CASE WHEN metric = 'overhead' THEN mid_ns END", "cum", "n", 50) +
            " AS o50 FROM r GROUP BY domid, port, dir),"
            " t AS (SELECT domid, port, dir, SUM(count) AS count, MIN(bmin) AS bmin,"
            " MAX(bmax) AS bmax, SUM(on_) AS on_, SUM(osum) AS osum, MIN(omin) AS omin,"

@@ -3,16 +3,16 @@
 """busprof report in a real browser: headless Chromium loads the page from
 disk, its script draws the charts, and the DOM after the scripts ran is held
 against the trace DB: one histogram per port and direction whose bars hold
-exactly the DB's accesses in the documented log buckets, the split and
-timeline charts, the top instructions with their symbols, every marker.  The
-page must load nothing from anywhere (no network at view time).  A
+exactly the DB's accesses in the documented buckets (the summaries' layout,
+four a power of two), the split and timeline charts, the top instructions
+with their symbols, every marker.  The page must load nothing from anywhere
+(no network at view time).  A
 screenshot is kept in BUILD_DIR/test-artifacts/report.png.
 
 usage: report_test.py --bin BUILD_DIR
 """
 import argparse
 import html.parser
-import math
 import os
 import re
 import shutil
@@ -76,7 +76,14 @@ class Dom(html.parser.HTMLParser):
 
 
 def bucket(ns):
-    return -1 if ns <= 0 else math.floor(4 * math.log2(ns))
+    """The report's bar of a bus time (ns >= 0): below 8 ns one a value,
+    above four a power of two, each a quarter of it (the summaries' layout
+    with 2 bits); its number and the values it holds, lo..hi."""
+    if ns < 8:
+        return ns, ns, ns
+    m = ns.bit_length() - 1
+    lo = ns >> (m - 2) << (m - 2)
+    return 8 + (m - 3) * 4 + (ns >> (m - 2)) - 4, lo, lo + (1 << (m - 2)) - 1
 
 
 def main():
@@ -125,6 +132,11 @@ def main():
             assert c[2].get("rect.bar") == len(want), (p, d, c[2], want)
             got = sorted(int(t.rsplit(": ", 1)[1]) for t in c[3])
             assert got == sorted(want.values()), (p, d, got, want)
+            # Each bar says which values it holds, whole ns below 1 us.
+            shown = [re.fullmatch(r"(\d+) ns \u2013 (\d+) ns: (\d+)", t) for t in c[3]]
+            for m in filter(None, shown):
+                bar = [k for k in want if (k[1], k[2]) == (int(m[1]), int(m[2]))]
+                assert bar and want[bar[0]] == int(m[3]), (p, d, m[0], want)
 
         (n,), = con.execute("SELECT count(*) FROM transactions").fetchall()
         timeline, = [c for c in dom.charts if c[0] == "timeline"]

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// busprof diff's statistics: nearest-rank percentiles and the Mann-Whitney
-// U test, against values worked out by hand, a textbook example, brute
-// force and the distribution of U over every split of a sample.
+// busprof diff's statistics: the Mann-Whitney U test, against values
+// worked out by hand, a textbook example, brute force and the distribution
+// of U over every split of a sample (its percentiles: figures_test).
 #include "compare.h"
 
 #include <gtest/gtest.h>
@@ -13,15 +13,6 @@
 
 namespace busprof {
 namespace {
-
-TEST(NearestRank, IsTheCeilOfNTimesPctSmallestValue) {
-    std::vector<int64_t> v = {10, 20, 30, 40, 50, 60, 70, 80, 90, 100};
-    EXPECT_EQ(nearest_rank(v, 50), 50);  // rank 5
-    EXPECT_EQ(nearest_rank(v, 51), 60);  // rank ceil(5.1) = 6
-    EXPECT_EQ(nearest_rank(v, 99), 100); // rank ceil(9.9) = 10
-    EXPECT_EQ(nearest_rank(v, 1), 10);   // rank ceil(0.1) = 1
-    EXPECT_EQ(nearest_rank(std::vector<int64_t>{7}, 99), 7);
-}
 
 // x = {1, 2, 3}, y = {4, 5, 6}: no pair with x > y, U = 0; mean 4.5,
 // variance 3 * 3 * 7 / 12 = 5.25, z = -(4.5 - 0.5) / sqrt(5.25) = -1.7457,

@@ -3,8 +3,8 @@
 // views; filtered and grouped, every column equals what the rows give when
 // counted here one by one; the overhead's parts leave out the rows whose
 // clocks disagree; and when the summaries may answer.
-#include "compare.h"
 #include "db.h"
+#include "figures.h"
 #include "latency.h"
 
 #include <gtest/gtest.h>
