@@ -5,6 +5,7 @@
 #include "compare.h"
 #include "db.h"
 #include "error.h"
+#include "output.h"
 #include "table.h"
 
 #include <algorithm>
@@ -190,7 +191,10 @@ void setup_diff(CLI::App& app, Globals& g, Runner& run) {
         run = [sa, sb, format] {
             Side a = load(*sa), b = load(*sb);
             std::cerr << "busprof: A: " << a.what << "\nbusprof: B: " << b.what << "\n";
-            if (!print_diff(a, b, parse_format(*format), std::cout)) {
+            Output out("-");
+            const bool any = print_diff(a, b, parse_format(*format), out.stream());
+            out.commit();
+            if (!any) {
                 std::cerr << "busprof: no 'ok' transactions in either session\n";
                 return EXIT_SUCCESS;
             }

@@ -5,6 +5,7 @@
 #include "cmd.h"
 #include "db.h"
 #include "error.h"
+#include "output.h"
 
 #include <algorithm>
 #include <cinttypes>
@@ -299,7 +300,7 @@ void setup_top(CLI::App& app, Globals& g, Runner& run) {
                 std::fputs(f.c_str(), stdout);
                 if (!interactive)
                     std::fputs("\n", stdout);
-                std::fflush(stdout);
+                flush_stdout();
             }
             return EXIT_SUCCESS;
         };

@@ -8,6 +8,7 @@ import re
 import signal
 import socket
 import sqlite3
+import stat
 import subprocess
 import sys
 import tempfile
@@ -33,9 +34,10 @@ class Env:
     def path(self, name):
         return os.path.join(self.tmp, name)
 
-    def busprof(self, *args, timeout=30):
-        r = subprocess.run([self.exe("dom0-tool/busprof"), *args], capture_output=True,
-                           text=True, env=self.env, timeout=timeout)
+    def busprof(self, *args, timeout=30, stdout=subprocess.PIPE, cwd=None, user=None):
+        r = subprocess.run([self.exe("dom0-tool/busprof"), *args], stdout=stdout,
+                           stderr=subprocess.PIPE, text=True, env=self.env, timeout=timeout,
+                           cwd=cwd, user=user)
         assert not SANITIZER.search(r.stderr), r.stderr
         return r
 
@@ -109,6 +111,16 @@ class FakeDaemon:
                 self.held.append(self.sock.accept()[0])
             except OSError:
                 return
+
+
+def as_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def files(d):
+    """The files in d but the demo's trace DB."""
+    return sorted(n for n in os.listdir(d) if not n.startswith("demo.db"))
 
 
 def expect_error(r, pattern):
@@ -244,12 +256,118 @@ def socket_option_does_not_steal_a_live_socket(env):
     assert r.returncode == 0 and "domain guest (id 1)" in r.stdout, r.stdout + r.stderr
 
 
+# ---------------------------------------------------------------- outputs
+
+def output_writes_to_what_the_path_names(env):
+    """-o on something not a regular file writes to it in place, never renames
+    over it; -o through a symlink to a regular file replaces the file, not
+    the link."""
+    db = env.demo_db()
+    to_stdout = env.path("to-stdout")
+    os.symlink("/proc/self/fd/1", to_stdout)
+    to_null = env.path("to-null")
+    os.symlink("/dev/null", to_null)
+    real = env.path("real.html")
+    with open(real, "w") as f:
+        f.write("old")
+    os.chmod(real, 0o640)
+    to_real = env.path("to-real")
+    os.symlink(real, to_real)
+    nodes = [to_null]
+    if os.geteuid() == 0:  # a character device of our own: /dev/null's numbers
+        node = env.path("null-node")
+        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        nodes.append(node)
+    for cmd in [["report", "--db", db, "-o"], ["export", "--db", db, "--format", "csv", "-o"]]:
+        r = env.busprof(*cmd, to_stdout)
+        assert r.returncode == 0, r.stderr
+        assert os.path.islink(to_stdout), f"busprof {cmd[0]} replaced the symlink with a file"
+        assert "<!DOCTYPE html>" in r.stdout or r.stdout.startswith("id,session_id,"), r.stdout[:200]
+        for n in nodes:
+            r = env.busprof(*cmd, n)
+            assert r.returncode == 0, r.stderr
+            kind = stat.S_IFMT(os.lstat(n).st_mode)
+            assert kind == (stat.S_IFLNK if n == to_null else stat.S_IFCHR), f"{n} was replaced"
+        r = env.busprof(*cmd, to_real)
+        assert r.returncode == 0, r.stderr
+        assert os.path.islink(to_real), "the symlink to a file was replaced"
+        assert as_bytes(real) != b"old", "the file behind the symlink was not written"
+        assert stat.S_IMODE(os.stat(real).st_mode) == 0o640, oct(os.stat(real).st_mode)
+    assert files(env.tmp) == sorted(["to-stdout", "to-null", "real.html", "to-real"] +
+                                    (["null-node"] if len(nodes) > 1 else [])), files(env.tmp)
+
+
+def output_temporary_file_follows_no_symlink(env):
+    """A symlink planted where the old code put its temporary file (F.tmp) is
+    not followed; a command that fails leaves F and the directory as they were."""
+    db = env.demo_db()
+    victim = env.path("victim")
+    with open(victim, "w") as f:
+        f.write("precious")
+    out = env.path("out")
+    os.symlink(victim, out + ".tmp")
+    for cmd in [["report", "--db", db], ["export", "--db", db, "--format", "chrome-trace"],
+                ["export", "--db", db, "--format", "csv"]]:
+        r = env.busprof(*cmd, "-o", out)
+        assert r.returncode == 0, r.stderr
+        assert as_bytes(victim) == b"precious", "the planted symlink was followed"
+        assert os.path.getsize(out) > 100
+    before = as_bytes(out)
+    r = env.busprof("report", "--db", db, "--session", "9", "-o", out)
+    expect_error(r, r"no session 9")
+    assert as_bytes(out) == before, "a failed report changed its output file"
+    assert files(env.tmp) == ["out", "out.tmp", "victim"], files(env.tmp)
+
+
+def output_dash_is_standard_output(env):
+    db = env.demo_db()
+    for cmd in [["report", "--db", db, "-o", "-"],
+                ["export", "--db", db, "--format", "chrome-trace", "-o", "-"]]:
+        r = env.busprof(*cmd, cwd=env.tmp)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith("<!DOCTYPE html>") or r.stdout.startswith('{"displayTimeUnit"'), \
+            r.stdout[:100]
+        assert not os.path.exists(env.path("-")), "a file named '-' was written"
+
+
+def write_errors_on_standard_output_exit_1(env):
+    """Every command that prints data, in every format, to /dev/full: exit 1
+    with the reason, never exit 0 with the output lost."""
+    db = env.demo_db()
+    cmds = [["export", "--db", db, "--format", "csv"],
+            ["export", "--db", db, "--format", "chrome-trace"],
+            ["report", "--db", db, "-o", "-"],
+            ["symbolize", "--db", db, "--symbols", env.exe("guest-lib/busprof-example-driver")],
+            ["diff", "--db", db, "--db", db],
+            ["--help"], ["policy", "--help"]]
+    for f in ["table", "csv", "json"]:
+        cmds += [["query", "--db", db, "--format", f, "SELECT * FROM transactions"],
+                 ["stats", "--db", db, "--format", f],
+                 ["stats", "--db", db, "--format", f, "--by", "rip"],
+                 ["sessions", "--db", db, "--format", f]]
+    with open("/dev/full", "w") as full:
+        for cmd in cmds:
+            r = env.busprof(*cmd, stdout=full)
+            what = f"busprof {' '.join(cmd)}: exit {r.returncode}, {r.stderr}"
+            assert r.returncode == 1, what
+            # diff names its sides on stderr first.
+            assert re.search(r"(?m)^busprof: error: cannot write standard output: No space left "
+                             r"on device\nHINT: \S", r.stderr), what
+    for cmd in [["export", "--db", db, "--format", "csv"], ["report", "--db", db]]:
+        expect_error(env.busprof(*cmd, "-o", "/dev/full"),
+                     r"cannot write /dev/full: No space left on device")
+
+
+
+
 CASES = {f.__name__: f for f in [
     control_client_times_out_on_a_silent_daemon, control_client_times_out_on_a_full_backlog,
     control_client_ignores_sigpipe, query_vacuum_into_writes_no_file,
     query_second_statement_is_refused, query_runaway_cte_stops_at_timeout,
     query_empty_sql_is_a_clear_error, stats_refuses_a_foreign_db, daemon_refuses_a_foreign_db,
-    socket_option_keeps_a_regular_file, socket_option_does_not_steal_a_live_socket]}
+    socket_option_keeps_a_regular_file, socket_option_does_not_steal_a_live_socket,
+    output_writes_to_what_the_path_names, output_temporary_file_follows_no_symlink,
+    output_dash_is_standard_output, write_errors_on_standard_output_exit_1]}
 
 
 def main():
