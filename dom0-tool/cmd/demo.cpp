@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <iostream>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -95,11 +96,17 @@ void wait_for(const fs::path& p, Child& c, const char* what) {
 void setup_demo(CLI::App& app, Globals& g, Runner& run) {
     auto* c = app.add_subcommand("demo", "profile the example driver on the simulated hypervisor");
     auto iterations = std::make_shared<unsigned>(300);
-    c->add_option("--db", g.db, "trace DB file to create (replaced if it exists)");
+    c->add_option("--db", g.db, "trace DB file to create (a trace DB there is replaced)");
     c->add_option("--iterations", *iterations, "loop count of the example driver")
         ->check(integer_in(1, 1000000));
     c->callback([&g, &run, iterations] {
         run = [&g, iterations] {
+            // Only a trace DB is replaced: another program's SQLite file, a
+            // text file or a device stays as it was (the identity check of
+            // every other subcommand).  An empty file holds nothing to lose.
+            struct stat st;
+            if (::stat(g.db.c_str(), &st) == 0 && !(S_ISREG(st.st_mode) && st.st_size == 0))
+                Db::open(g.db, false);
             std::string simxen = find_program("BUSPROF_SIMXEN", "busprof-simxen", "dom0-tool");
             std::string driver =
                 find_program("BUSPROF_DRIVER", "busprof-example-driver", "guest-lib");

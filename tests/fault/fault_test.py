@@ -358,6 +358,26 @@ def write_errors_on_standard_output_exit_1(env):
                      r"cannot write /dev/full: No space left on device")
 
 
+# ------------------------------------------------------- files that are not
+
+def demo_keeps_a_file_that_is_not_a_trace_db(env):
+    text = env.path("notes.txt")
+    with open(text, "w") as f:
+        f.write("not a database\n" * 100)
+    for path in [foreign_db(env), text]:
+        before = as_bytes(path)
+        r = env.busprof("demo", "--db", path, "--iterations", "5", timeout=60)
+        expect_error(r, r"not a busprof trace DB|is not a database")
+        assert as_bytes(path) == before, f"demo changed {path}"
+    # A trace DB is what demo replaces.
+    db = env.demo_db()
+    r = env.busprof("demo", "--db", db, "--iterations", "7", timeout=60)
+    assert r.returncode == 0, r.stderr
+    c = sqlite3.connect(db)
+    assert c.execute("SELECT count(*) FROM sessions").fetchone() == (1,)
+    c.close()
+
+
 
 
 CASES = {f.__name__: f for f in [
@@ -367,7 +387,8 @@ CASES = {f.__name__: f for f in [
     query_empty_sql_is_a_clear_error, stats_refuses_a_foreign_db, daemon_refuses_a_foreign_db,
     socket_option_keeps_a_regular_file, socket_option_does_not_steal_a_live_socket,
     output_writes_to_what_the_path_names, output_temporary_file_follows_no_symlink,
-    output_dash_is_standard_output, write_errors_on_standard_output_exit_1]}
+    output_dash_is_standard_output, write_errors_on_standard_output_exit_1,
+    demo_keeps_a_file_that_is_not_a_trace_db]}
 
 
 def main():
