@@ -106,7 +106,7 @@ void setup_demo(CLI::App& app, Globals& g, Runner& run) {
             // every other subcommand).  An empty file holds nothing to lose.
             struct stat st;
             if (::stat(g.db.c_str(), &st) == 0 && !(S_ISREG(st.st_mode) && st.st_size == 0))
-                Db::open(g.db, false);
+                open_trace_db(g.db);
             std::string simxen = find_program("BUSPROF_SIMXEN", "busprof-simxen", "dom0-tool");
             std::string driver =
                 find_program("BUSPROF_DRIVER", "busprof-example-driver", "guest-lib");
@@ -153,7 +153,7 @@ void setup_demo(CLI::App& app, Globals& g, Runner& run) {
             sim.terminate();
             fs::remove_all(dir);
 
-            Db db = Db::open(g.db, false);
+            Db db = open_trace_db(g.db);
             std::printf("\n== per-port latency (busprof stats --db %s):\n", g.db.c_str());
             std::fflush(stdout);
             print_query(

@@ -55,7 +55,7 @@ struct Side {
 };
 
 Side load(const Spec& spec) {
-    Db db = Db::open(spec.path, false);
+    Db db = open_trace_db(spec.path);
     int64_t session = spec.session;
     if (session < 0) {
         session = db.scalar("SELECT COALESCE(MAX(id), 0) FROM sessions");

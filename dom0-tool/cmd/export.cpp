@@ -206,7 +206,7 @@ void setup_export(CLI::App& app, Globals& g, Runner& run) {
                                 "chrome-trace holds every table of one host");
         run = [&g, csv, output, session, table, host] {
             Output o(*output); // a bad -o fails before any work
-            Db db = Db::open(g.db, false);
+            Db db = open_trace_db(g.db);
             if (csv)
                 write_csv(db, *table, *session, *host, o.stream());
             else

@@ -27,7 +27,7 @@ void setup_query(CLI::App& app, Globals& g, Runner& run) {
             Format f = parse_format(*format);
             // symbol(rip) and source(rip) in the SQL, from these files.
             Symbols syms = load_symbols(*specs);
-            Db db = Db::open(g.db, false);
+            Db db = open_trace_db(g.db);
             syms.register_sql(db.get());
             QueryLimits limits;
             limits.read_only = true;

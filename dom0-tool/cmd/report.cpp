@@ -404,7 +404,7 @@ void setup_report(CLI::App& app, Globals& g, Runner& run) {
         run = [&g, out, session, specs] {
             Output o(*out); // a bad -o fails before any work
             Symbols syms = load_symbols(*specs);
-            Db db = Db::open(g.db, false);
+            Db db = open_trace_db(g.db);
             int64_t s = *session;
             if (!s)
                 s = db.scalar("SELECT coalesce(max(id), 0) FROM sessions");

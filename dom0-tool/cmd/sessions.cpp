@@ -15,7 +15,7 @@ void setup_sessions(CLI::App& app, Globals& g, Runner& run) {
         ->check(CLI::IsMember({"table", "csv", "json"}));
     c->callback([&g, &run, format] {
         run = [&g, format] {
-            Db db = Db::open(g.db, false);
+            Db db = open_trace_db(g.db);
             Output out("-");
             print_query(db.get(),
                         "SELECT id, domid, domain_name AS domain, backend, bus, state, recorded,"

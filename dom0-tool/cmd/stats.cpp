@@ -50,7 +50,7 @@ void setup_stats(CLI::App& app, Globals& g, Runner& run) {
             sel->ports = parse_port_ranges(*ports);
         run = [&g, format, sel, exact, by, specs] {
             Symbols syms = load_symbols(*specs);
-            Db db = Db::open(g.db, false);
+            Db db = open_trace_db(g.db);
             Output out("-");
             auto none = [&] {
                 std::cerr << "busprof: no transactions recorded in " << g.db

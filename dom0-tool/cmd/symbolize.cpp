@@ -51,7 +51,7 @@ void setup_symbolize(CLI::App& app, Globals& g, Runner& run) {
     c->callback([&g, &run, specs, format, session, domid] {
         run = [&g, specs, format, session, domid] {
             Symbols syms = load_symbols(*specs);
-            Db db = Db::open(g.db, false);
+            Db db = open_trace_db(g.db);
             syms.register_sql(db.get());
             Output out("-");
             if (!print_query(db.get(), symbolize_sql(Selection{*session, *domid, -1, {}}),

@@ -213,7 +213,7 @@ void setup_top(CLI::App& app, Globals& g, Runner& run) {
             const auto kFlushWait = std::chrono::milliseconds(2000);
             auto st = parse_status(daemon_request(g.socket, "status", timeout));
             std::string path = db_path->empty() ? st["db"] : *db_path;
-            Db db = Db::open(path, false);
+            Db db = open_trace_db(path);
             SortBy by = *sort == "bus"        ? SortBy::bus_p99
                         : *sort == "overhead" ? SortBy::ovh_p99
                         : *sort == "port"     ? SortBy::port

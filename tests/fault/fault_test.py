@@ -378,6 +378,40 @@ def demo_keeps_a_file_that_is_not_a_trace_db(env):
     c.close()
 
 
+def db_must_be_a_regular_file(env):
+    fifo = env.path("fifo")
+    os.mkfifo(fifo)
+    for cmd in [["stats"], ["sessions"], ["query", "SELECT 1"], ["demo"]]:
+        r = env.busprof(*cmd, "--db", fifo, timeout=20)
+        expect_error(r, r"trace DB .*fifo is not a regular file")
+    expect_error(env.busprof("stats", "--db", env.tmp), r"is a directory")
+
+
+def symbols_file_is_bounded_and_never_quoted(env):
+    fifo = env.path("fifo")
+    os.mkfifo(fifo)
+    for f in ["/dev/zero", fifo]:
+        t0 = time.time()
+        r = env.busprof("symbolize", "--symbols", f, timeout=20)
+        expect_error(r, r"is not a regular file")
+        assert time.time() - t0 < 10
+    # Past any real symbol table's size: refused before it is read.
+    big = env.path("big")
+    with open(big, "wb") as fb:
+        fb.truncate(65 << 20)
+    r = env.busprof("symbolize", "--symbols", big, timeout=20)
+    expect_error(r, r"is larger than 64 MiB")
+    assert len(r.stderr) < 1000, len(r.stderr)
+    secret = env.path("shadow")
+    for text in ["root:$6$s3cr3t-hash:19000:0:99999:7:::\n",
+                 "s3cr3t-token is here\n", "ffffffff81000000 T ok\ns3cr3t x\n"]:
+        with open(secret, "w") as f:
+            f.write(text)
+        r = env.busprof("symbolize", "--symbols", secret)
+        expect_error(r, r"cannot read .*shadow line \d+")
+        assert "s3cr3t" not in r.stderr, r.stderr
+
+
 
 
 CASES = {f.__name__: f for f in [
@@ -388,7 +422,8 @@ CASES = {f.__name__: f for f in [
     socket_option_keeps_a_regular_file, socket_option_does_not_steal_a_live_socket,
     output_writes_to_what_the_path_names, output_temporary_file_follows_no_symlink,
     output_dash_is_standard_output, write_errors_on_standard_output_exit_1,
-    demo_keeps_a_file_that_is_not_a_trace_db]}
+    demo_keeps_a_file_that_is_not_a_trace_db, db_must_be_a_regular_file,
+    symbols_file_is_bounded_and_never_quoted]}
 
 
 def main():
