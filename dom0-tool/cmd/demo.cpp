@@ -85,10 +85,12 @@ void wait_for(const fs::path& p, Child& c, const char* what) {
         if (fs::exists(p))
             return;
         if (!c.alive())
-            throw UserError(std::string(what) + " exited during start-up");
+            throw UserError(std::string(what) + " exited during start-up",
+                            "its own error is above; 'busprof demo' needs a writable /tmp");
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    throw UserError(std::string(what) + " did not start");
+    throw UserError(std::string(what) + " did not start within 5 s",
+                    "the machine may be overloaded; run 'busprof demo' again");
 }
 
 } // namespace
@@ -134,7 +136,9 @@ void setup_demo(CLI::App& app, Globals& g, Runner& run) {
                     p.first = static_cast<uint16_t>(f);
                     p.last = static_cast<uint16_t>(l);
                     if (Status st = hv->op(XEN_BUSPROF_policy_allow, &p, sizeof(p)); !st)
-                        throw UserError("policy: " + st.error().message());
+                        throw UserError("policy: " + st.error().message(),
+                                        "the simulator refused its own demo domain: a busprof "
+                                        "and busprof-simxen of different builds?");
                 }
             }
             std::printf("== policy: domain demo-guest may trap 0x3f8-0x3ff, 0x70-0x71\n");
@@ -169,7 +173,8 @@ void setup_demo(CLI::App& app, Globals& g, Runner& run) {
                         static_cast<long long>(disorder));
             if (drv_rc || daemon_rc) {
                 std::fprintf(stderr,
-                             "busprof: error: demo failed (driver exit %d, daemon exit %d)\n",
+                             "busprof: error: demo failed (driver exit %d, daemon exit %d)\n"
+                             "HINT: their own errors are above\n",
                              drv_rc, daemon_rc);
                 return EXIT_FAILURE;
             }

@@ -40,7 +40,13 @@ int parse_error(CLI::App& app, const CLI::ParseError& e, int argc, char** argv) 
 void print_error(const std::exception& e) {
     std::fprintf(stderr, "busprof: error: %s\n", e.what());
     auto* user = dynamic_cast<const busprof::UserError*>(&e);
-    if (user && !user->hint().empty())
+    // Anything but a UserError is what busprof does not check for: a
+    // system call that failed, a damaged trace DB.
+    if (!user)
+        std::fputs("HINT: not a mistake in the command line: check free space and permissions, "
+                   "and the trace DB with sqlite3 FILE 'PRAGMA integrity_check'\n",
+                   stderr);
+    else if (!user->hint().empty())
         std::fprintf(stderr, "HINT: %s\n", user->hint().c_str());
 }
 

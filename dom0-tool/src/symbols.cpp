@@ -84,7 +84,8 @@ class ElfSource : public Source {
         };
         dwfl_ = dwfl_begin(&offline);
         if (!dwfl_)
-            throw UserError(std::string("cannot read symbols: ") + dwfl_errmsg(-1));
+            throw UserError(std::string("cannot read symbols: ") + dwfl_errmsg(-1),
+                            "elfutils' libdw could not start; check its installation");
         dwfl_report_begin(dwfl_);
         std::string name = path.substr(path.find_last_of('/') + 1);
         // Loaded at bias: the first PT_LOAD's address is added to it, so a

@@ -412,6 +412,30 @@ def symbols_file_is_bounded_and_never_quoted(env):
         assert "s3cr3t" not in r.stderr, r.stderr
 
 
+# ------------------------------------------------------ control refusals
+
+def control_client_says_permission_denied(env):
+    """A user the daemon does not serve is told so, with a hint, both where the
+    socket's mode refuses it and where the daemon's peer check does."""
+    if os.geteuid() != 0:
+        print("SKIP: needs root to run a client as another user")
+        return
+    os.chmod(env.tmp, 0o755)
+    sim = env.simxen()
+    sock = env.path("ctl.sock")
+    daemon = env.spawn([env.exe("dom0-tool/busprof"), "daemon", DOMAIN, "--db",
+                        env.path("d.db"), "--sim-socket", sim, "--socket", sock])
+    for _ in range(500):
+        if os.path.exists(sock):
+            break
+        assert daemon.poll() is None, daemon.communicate()
+        time.sleep(0.01)
+    assert env.busprof("status", "--socket", sock).returncode == 0
+    for mode in [0o600, 0o666]:  # refused by the mode, then by the daemon
+        os.chmod(sock, mode)
+        r = env.busprof("status", "--socket", sock, user="nobody")
+        expect_error(r, r"permission denied")
+        assert "Broken pipe" not in r.stderr and "no busprof daemon" not in r.stderr, r.stderr
 
 
 CASES = {f.__name__: f for f in [
@@ -423,7 +447,7 @@ CASES = {f.__name__: f for f in [
     output_writes_to_what_the_path_names, output_temporary_file_follows_no_symlink,
     output_dash_is_standard_output, write_errors_on_standard_output_exit_1,
     demo_keeps_a_file_that_is_not_a_trace_db, db_must_be_a_regular_file,
-    symbols_file_is_bounded_and_never_quoted]}
+    symbols_file_is_bounded_and_never_quoted, control_client_says_permission_denied]}
 
 
 def main():
