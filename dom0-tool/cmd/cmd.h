@@ -54,6 +54,10 @@ CLI::Validator signed_in(int64_t lo, int64_t hi);
 CLI::Validator seconds_in(double lo, double hi);
 CLI::Validator non_empty(const std::string& what);
 
+// The trace DB at path, read-only (Db::open), once it is known to be a
+// regular file: SQLite would wait forever on a FIFO.  Throws UserError.
+Db open_trace_db(const std::string& path);
+
 // Sends one command line to the daemon; returns its reply without the
 // final OK line.  Throws UserError for ERR replies, no daemon, or no whole
 // answer within timeout.

@@ -27,6 +27,17 @@ std::string seconds_text(std::chrono::milliseconds t) {
                     "with --timeout SECONDS");
 }
 
+[[noreturn]] void refused(const std::string& socket) {
+    throw UserError("permission denied: only root or the user the daemon at " + socket +
+                        " runs as may control it",
+                    "run busprof as that user, e.g. with sudo");
+}
+
+[[noreturn]] void closed(const std::string& socket, const std::string& why) {
+    throw UserError("the daemon at " + socket + " closed the connection (" + why + ")",
+                    "it may have exited or restarted; check its output and 'busprof status'");
+}
+
 // Waits for fd to become ready for events before the deadline.
 bool wait_for(int fd, short events, Clock::time_point deadline) {
     for (;;) {
@@ -54,6 +65,9 @@ std::string daemon_request(const std::string& socket, const std::string& line,
         // A full listen backlog: the daemon is there but does not accept.
         if (e.err() == EAGAIN)
             no_answer(socket, timeout);
+        // The socket is mode 0600: there is a daemon, not one of ours.
+        if (e.err() == EACCES || e.err() == EPERM)
+            refused(socket);
         throw UserError("no busprof daemon at " + socket + " (" + std::strerror(e.err()) + ")",
                         "start one with 'busprof daemon DOMAIN', or pass its --socket");
     }
@@ -65,9 +79,12 @@ std::string daemon_request(const std::string& socket, const std::string& line,
         // MSG_NOSIGNAL: a daemon that hangs up early is an error to report,
         // not a SIGPIPE to die of.
         ssize_t n = ::send(fd, req.data() + off, req.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        // A daemon that refuses a client answers at once and closes: its
+        // answer is still there to read.
+        if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
+            break;
         if (n < 0 && errno != EINTR && errno != EAGAIN)
-            throw UserError("the daemon at " + socket + " closed the connection (" +
-                            std::strerror(errno) + ")");
+            closed(socket, std::strerror(errno));
         if (n > 0)
             off += static_cast<size_t>(n);
     }
@@ -80,9 +97,10 @@ std::string daemon_request(const std::string& socket, const std::string& line,
             break;
         if (n > 0)
             reply.append(buf, static_cast<size_t>(n));
+        else if (errno == ECONNRESET)
+            break; // what came before the reset is the answer, if whole
         else if (errno != EINTR && errno != EAGAIN)
-            throw UserError("the daemon at " + socket + " closed the connection (" +
-                            std::strerror(errno) + ")");
+            closed(socket, std::strerror(errno));
     }
     if (reply.rfind("ERR ", 0) == 0) {
         std::string msg = reply.substr(4), hint;
@@ -95,11 +113,13 @@ std::string daemon_request(const std::string& socket, const std::string& line,
             hint.pop_back();
         while (!msg.empty() && msg.back() == '\n')
             msg.pop_back();
+        if (hint.empty())
+            hint = "'busprof status' shows the daemon's session; its output says more";
         throw UserError(msg, hint);
     }
     auto ok = reply.rfind("OK\n");
     if (ok == std::string::npos)
-        throw UserError("the daemon at " + socket + " closed the connection without an answer");
+        closed(socket, "no answer");
     return reply.substr(0, ok);
 }
 

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <iostream>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -84,10 +85,12 @@ void wait_for(const fs::path& p, Child& c, const char* what) {
         if (fs::exists(p))
             return;
         if (!c.alive())
-            throw UserError(std::string(what) + " exited during start-up");
+            throw UserError(std::string(what) + " exited during start-up",
+                            "its own error is above; 'busprof demo' needs a writable /tmp");
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    throw UserError(std::string(what) + " did not start");
+    throw UserError(std::string(what) + " did not start within 5 s",
+                    "the machine may be overloaded; run 'busprof demo' again");
 }
 
 } // namespace
@@ -95,11 +98,17 @@ void wait_for(const fs::path& p, Child& c, const char* what) {
 void setup_demo(CLI::App& app, Globals& g, Runner& run) {
     auto* c = app.add_subcommand("demo", "profile the example driver on the simulated hypervisor");
     auto iterations = std::make_shared<unsigned>(300);
-    c->add_option("--db", g.db, "trace DB file to create (replaced if it exists)");
+    c->add_option("--db", g.db, "trace DB file to create (a trace DB there is replaced)");
     c->add_option("--iterations", *iterations, "loop count of the example driver")
         ->check(integer_in(1, 1000000));
     c->callback([&g, &run, iterations] {
         run = [&g, iterations] {
+            // Only a trace DB is replaced: another program's SQLite file, a
+            // text file or a device stays as it was (the identity check of
+            // every other subcommand).  An empty file holds nothing to lose.
+            struct stat st;
+            if (::stat(g.db.c_str(), &st) == 0 && !(S_ISREG(st.st_mode) && st.st_size == 0))
+                open_trace_db(g.db);
             std::string simxen = find_program("BUSPROF_SIMXEN", "busprof-simxen", "dom0-tool");
             std::string driver =
                 find_program("BUSPROF_DRIVER", "busprof-example-driver", "guest-lib");
@@ -127,7 +136,9 @@ void setup_demo(CLI::App& app, Globals& g, Runner& run) {
                     p.first = static_cast<uint16_t>(f);
                     p.last = static_cast<uint16_t>(l);
                     if (Status st = hv->op(XEN_BUSPROF_policy_allow, &p, sizeof(p)); !st)
-                        throw UserError("policy: " + st.error().message());
+                        throw UserError("policy: " + st.error().message(),
+                                        "the simulator refused its own demo domain: a busprof "
+                                        "and busprof-simxen of different builds?");
                 }
             }
             std::printf("== policy: domain demo-guest may trap 0x3f8-0x3ff, 0x70-0x71\n");
@@ -146,7 +157,7 @@ void setup_demo(CLI::App& app, Globals& g, Runner& run) {
             sim.terminate();
             fs::remove_all(dir);
 
-            Db db = Db::open(g.db, false);
+            Db db = open_trace_db(g.db);
             std::printf("\n== per-port latency (busprof stats --db %s):\n", g.db.c_str());
             std::fflush(stdout);
             print_query(
@@ -162,7 +173,8 @@ void setup_demo(CLI::App& app, Globals& g, Runner& run) {
                         static_cast<long long>(disorder));
             if (drv_rc || daemon_rc) {
                 std::fprintf(stderr,
-                             "busprof: error: demo failed (driver exit %d, daemon exit %d)\n",
+                             "busprof: error: demo failed (driver exit %d, daemon exit %d)\n"
+                             "HINT: their own errors are above\n",
                              drv_rc, daemon_rc);
                 return EXIT_FAILURE;
             }

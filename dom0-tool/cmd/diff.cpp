@@ -6,6 +6,7 @@
 #include "db.h"
 #include "error.h"
 #include "figures.h"
+#include "output.h"
 #include "table.h"
 
 #include <algorithm>
@@ -55,7 +56,7 @@ struct Side {
 };
 
 Side load(const Spec& spec) {
-    Db db = Db::open(spec.path, false);
+    Db db = open_trace_db(spec.path);
     int64_t session = spec.session;
     if (session < 0) {
         session = db.scalar("SELECT COALESCE(MAX(id), 0) FROM sessions");
@@ -189,7 +190,10 @@ void setup_diff(CLI::App& app, Globals& g, Runner& run) {
         run = [sa, sb, format] {
             Side a = load(*sa), b = load(*sb);
             std::cerr << "busprof: A: " << a.what << "\nbusprof: B: " << b.what << "\n";
-            if (!print_diff(a, b, parse_format(*format), std::cout)) {
+            Output out("-");
+            const bool any = print_diff(a, b, parse_format(*format), out.stream());
+            out.commit();
+            if (!any) {
                 std::cerr << "busprof: no 'ok' transactions in either session\n";
                 return EXIT_SUCCESS;
             }

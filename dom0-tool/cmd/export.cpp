@@ -5,11 +5,10 @@
 #include "cmd.h"
 #include "db.h"
 #include "error.h"
+#include "output.h"
 #include "schema_sql.h"
 #include "table.h"
 
-#include <fstream>
-#include <iostream>
 #include <set>
 #include <sqlite3.h>
 
@@ -207,25 +206,13 @@ void setup_export(CLI::App& app, Globals& g, Runner& run) {
                 throw UserError(std::string(opt) + " is for --format csv",
                                 "chrome-trace holds every table of one host");
         run = [&g, csv, output, session, table, host] {
-            Db db = Db::open(g.db, false);
-            auto write = [&](std::ostream& out) {
-                if (csv)
-                    write_csv(db, *table, *session, *host, out);
-                else
-                    write_chrome_trace(db, *session, out);
-            };
-            if (*output == "-") {
-                write(std::cout);
-                return EXIT_SUCCESS;
-            }
-            std::ofstream f(*output, std::ios::trunc);
-            if (!f)
-                throw UserError("cannot write " + *output,
-                                "check the directory exists and is writable");
-            write(f);
-            f.close();
-            if (!f)
-                throw UserError("cannot write " + *output, "check the free space");
+            Output o(*output); // a bad -o fails before any work
+            Db db = open_trace_db(g.db);
+            if (csv)
+                write_csv(db, *table, *session, *host, o.stream());
+            else
+                write_chrome_trace(db, *session, o.stream());
+            o.commit();
             return EXIT_SUCCESS;
         };
     });

@@ -3,6 +3,7 @@
 #include "cmd.h"
 #include "error.h"
 #include "hv.h"
+#include "output.h"
 
 #include <csignal>
 #include <cstdio>
@@ -34,6 +35,19 @@ int parse_error(CLI::App& app, const CLI::ParseError& e, int argc, char** argv) 
     }
     std::fprintf(stderr, "busprof: error: %s\nHINT: see '%s --help'\n", msg.c_str(), where.c_str());
     return EXIT_FAILURE;
+}
+
+void print_error(const std::exception& e) {
+    std::fprintf(stderr, "busprof: error: %s\n", e.what());
+    auto* user = dynamic_cast<const busprof::UserError*>(&e);
+    // Anything but a UserError is what busprof does not check for: a
+    // system call that failed, a damaged trace DB.
+    if (!user)
+        std::fputs("HINT: not a mistake in the command line: check free space and permissions, "
+                   "and the trace DB with sqlite3 FILE 'PRAGMA integrity_check'\n",
+                   stderr);
+    else if (!user->hint().empty())
+        std::fprintf(stderr, "HINT: %s\n", user->hint().c_str());
 }
 
 } // namespace
@@ -75,17 +89,22 @@ int main(int argc, char** argv) {
     setup_export(app, g, run);
     setup_diff(app, g, run);
 
+    int rc = EXIT_FAILURE;
     try {
         app.parse(argc, argv);
-        return run ? run() : EXIT_SUCCESS;
+        rc = run ? run() : EXIT_SUCCESS;
     } catch (const CLI::ParseError& e) {
-        return parse_error(app, e, argc, argv);
-    } catch (const UserError& e) {
-        std::fprintf(stderr, "busprof: error: %s\n", e.what());
-        if (!e.hint().empty())
-            std::fprintf(stderr, "HINT: %s\n", e.hint().c_str());
+        rc = parse_error(app, e, argc, argv);
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "busprof: error: %s\n", e.what());
+        print_error(e);
     }
-    return EXIT_FAILURE;
+    // busprof(1) promises exit 1 when output was lost: a full disk, a
+    // closed pipe, /dev/full.
+    try {
+        close_stdout();
+    } catch (const std::exception& e) {
+        print_error(e);
+        rc = EXIT_FAILURE;
+    }
+    return rc;
 }

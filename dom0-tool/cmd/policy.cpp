@@ -50,7 +50,9 @@ void setup_policy(CLI::App& app, Globals& g, Runner& run) {
                             "cannot " +
                                 std::string(cmd == XEN_BUSPROF_policy_allow ? "allow" : "revoke") +
                                 " ports " + spec + " for " + d.name + ": " + st.error().message(),
-                            st.error() == ENOSPC ? "at most 16 disjoint ranges per domain" : "");
+                            st.error() == ENOSPC
+                                ? "at most 16 disjoint ranges per domain"
+                                : "'busprof policy " + d.name + "' lists what it allows now");
                 }
             };
             apply(to_allow, XEN_BUSPROF_policy_allow);

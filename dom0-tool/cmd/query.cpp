@@ -2,10 +2,9 @@
 // busprof query SQL: run SQL on a trace DB (read-only).
 #include "cmd.h"
 #include "db.h"
+#include "output.h"
 #include "symbols.h"
 #include "table.h"
-
-#include <iostream>
 
 namespace busprof {
 
@@ -28,12 +27,14 @@ void setup_query(CLI::App& app, Globals& g, Runner& run) {
             Format f = parse_format(*format);
             // symbol(rip) and source(rip) in the SQL, from these files.
             Symbols syms = load_symbols(*specs);
-            Db db = Db::open(g.db, false);
+            Db db = open_trace_db(g.db);
             syms.register_sql(db.get());
             QueryLimits limits;
             limits.read_only = true;
             limits.timeout = std::chrono::milliseconds(static_cast<int64_t>(*timeout_s * 1000));
-            print_query(db.get(), *sql, f, std::cout, limits);
+            Output out("-");
+            print_query(db.get(), *sql, f, out.stream(), limits);
+            out.commit();
             return EXIT_SUCCESS;
         };
     });

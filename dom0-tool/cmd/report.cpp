@@ -10,12 +10,12 @@
 #include "error.h"
 #include "figures.h"
 #include "histogram.h"
+#include "output.h"
 #include "symbols.h"
 
 #include <algorithm>
 #include <bit>
 #include <cinttypes>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -423,14 +423,15 @@ void setup_report(CLI::App& app, Globals& g, Runner& run) {
     c->add_option("--db", g.db, "trace DB file");
     c->add_option("--session", *session, "the session (default: the last one)")
         ->check(integer_in(1, INT64_MAX));
-    c->add_option("-o,--output", *out, "the HTML file to write")
+    c->add_option("-o,--output", *out, "the HTML file to write, - for stdout")
         ->required()
         ->check(non_empty("--output"));
     add_symbols_option(c, *specs);
     c->callback([&g, &run, out, session, specs] {
         run = [&g, out, session, specs] {
+            Output o(*out); // a bad -o fails before any work
             Symbols syms = load_symbols(*specs);
-            Db db = Db::open(g.db, false);
+            Db db = open_trace_db(g.db);
             int64_t s = *session;
             if (!s)
                 s = db.scalar("SELECT coalesce(max(id), 0) FROM sessions");
@@ -442,18 +443,12 @@ void setup_report(CLI::App& app, Globals& g, Runner& run) {
             // Nothing in the data may end the <script> element it sits in.
             for (size_t at = 0; (at = json.find("</", at)) != std::string::npos; at += 3)
                 json.replace(at, 2, "<\\/");
-            std::string tmp = *out + ".tmp";
-            {
-                std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-                f << kPage1 << json << kPage2;
-                f.close();
-                if (!f)
-                    throw UserError("cannot write " + tmp + ": " + std::strerror(errno),
-                                    "check that its directory exists and has room");
-            }
-            if (std::rename(tmp.c_str(), out->c_str()) != 0)
-                throw UserError("cannot write " + *out + ": " + std::strerror(errno));
-            std::printf("busprof: report of session %" PRId64 " written to %s\n", s, out->c_str());
+            o.stream() << kPage1 << json << kPage2;
+            o.commit();
+            // Beside the page, not in it, when the page goes to stdout.
+            std::fprintf(o.is_stdout() ? stderr : stdout,
+                         "busprof: report of session %" PRId64 " written to %s\n", s,
+                         o.is_stdout() ? "standard output" : out->c_str());
             return EXIT_SUCCESS;
         };
     });

@@ -2,9 +2,8 @@
 // busprof sessions: the sessions in a trace DB.
 #include "cmd.h"
 #include "db.h"
+#include "output.h"
 #include "table.h"
-
-#include <iostream>
 
 namespace busprof {
 
@@ -16,13 +15,15 @@ void setup_sessions(CLI::App& app, Globals& g, Runner& run) {
         ->check(CLI::IsMember({"table", "csv", "json"}));
     c->callback([&g, &run, format] {
         run = [&g, format] {
-            Db db = Db::open(g.db, false);
+            Db db = open_trace_db(g.db);
+            Output out("-");
             print_query(db.get(),
                         "SELECT id, domid, domain_name AS domain, backend, bus, state, recorded,"
                         " dropped, unrecorded, timeouts, start_trigger, stop_trigger,"
                         " (SELECT count(*) FROM markers m WHERE m.session_id = s.id) AS markers"
                         " FROM sessions s ORDER BY id",
-                        parse_format(*format), std::cout);
+                        parse_format(*format), out.stream());
+            out.commit();
             return EXIT_SUCCESS;
         };
     });

@@ -5,6 +5,7 @@
 #include "db.h"
 #include "error.h"
 #include "latency.h"
+#include "output.h"
 #include "ranges.h"
 #include "symbols.h"
 #include "table.h"
@@ -49,7 +50,8 @@ void setup_stats(CLI::App& app, Globals& g, Runner& run) {
             sel->ports = parse_port_ranges(*ports);
         run = [&g, format, sel, exact, by, specs] {
             Symbols syms = load_symbols(*specs);
-            Db db = Db::open(g.db, false);
+            Db db = open_trace_db(g.db);
+            Output out("-");
             auto none = [&] {
                 std::cerr << "busprof: no transactions recorded in " << g.db
                           << (sel->empty() ? "" : " for this selection") << "\n";
@@ -57,9 +59,11 @@ void setup_stats(CLI::App& app, Globals& g, Runner& run) {
             if (*by == "rip") {
                 // Per instruction: from every row, the symbol where --symbols knows it.
                 syms.register_sql(db.get());
-                if (!print_query(db.get(), symbolize_sql(*sel), parse_format(*format), std::cout))
+                if (!print_query(db.get(), symbolize_sql(*sel), parse_format(*format),
+                                 out.stream()))
                     std::cerr << "busprof: no transaction with an instruction address in " << g.db
                               << "\n";
+                out.commit();
                 return EXIT_SUCCESS;
             }
             Grouping group = *by == "vcpu"   ? Grouping::vcpu
@@ -73,8 +77,9 @@ void setup_stats(CLI::App& app, Globals& g, Runner& run) {
             if (!why.empty())
                 std::cerr << "busprof: " << why << "\n";
             const bool any = print_query(db.get(), latency_sql(db, *sel, group, from_rows),
-                                         parse_format(*format), std::cout);
+                                         parse_format(*format), out.stream());
             db.exec("COMMIT");
+            out.commit();
             if (!any)
                 none();
             else if (!from_rows)

@@ -2,6 +2,7 @@
 // busprof symbolize: the instructions that made the accesses, by name.
 #include "cmd.h"
 #include "db.h"
+#include "output.h"
 #include "symbols.h"
 #include "table.h"
 
@@ -49,12 +50,14 @@ void setup_symbolize(CLI::App& app, Globals& g, Runner& run) {
     c->callback([&g, &run, specs, format, session, domid] {
         run = [&g, specs, format, session, domid] {
             Symbols syms = load_symbols(*specs);
-            Db db = Db::open(g.db, false);
+            Db db = open_trace_db(g.db);
             syms.register_sql(db.get());
+            Output out("-");
             if (!print_query(db.get(), symbolize_sql(Selection{*session, *domid, -1, {}}),
-                             parse_format(*format), std::cout))
+                             parse_format(*format), out.stream()))
                 std::cerr << "busprof: no transaction with an instruction address in " << g.db
                           << "\n";
+            out.commit();
             return EXIT_SUCCESS;
         };
     });

@@ -6,6 +6,7 @@
 #include "db.h"
 #include "error.h"
 #include "figures.h"
+#include "output.h"
 
 #include <algorithm>
 #include <cinttypes>
@@ -217,7 +218,7 @@ void setup_top(CLI::App& app, Globals& g, Runner& run) {
             const auto kFlushWait = std::chrono::milliseconds(2000);
             auto st = parse_status(daemon_request(g.socket, "status", timeout));
             std::string path = db_path->empty() ? st["db"] : *db_path;
-            Db db = Db::open(path, false);
+            Db db = open_trace_db(path);
             SortBy by = *sort == "bus"        ? SortBy::bus_p99
                         : *sort == "overhead" ? SortBy::ovh_p99
                         : *sort == "port"     ? SortBy::port
@@ -304,7 +305,7 @@ void setup_top(CLI::App& app, Globals& g, Runner& run) {
                 std::fputs(f.c_str(), stdout);
                 if (!interactive)
                     std::fputs("\n", stdout);
-                std::fflush(stdout);
+                flush_stdout();
             }
             return EXIT_SUCCESS;
         };

@@ -56,7 +56,7 @@ Status dom0_trap(Hypervisor& hv, unsigned cmd, domid_t domid, const PortRange& r
         throw UserError(what + "the hypervisor does not let dom0 set traps",
                         "that needs busprof's Xen patches of interface 1.1 or later");
     default:
-        throw UserError(what + e.message());
+        throw UserError(what + e.message(), list);
     }
 }
 

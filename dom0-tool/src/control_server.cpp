@@ -174,7 +174,8 @@ void ControlServer::run() {
             if (c) {
                 if (!peer_allowed(c.get()))
                     reply(c.get(), "ERR permission denied: only root or the daemon's user may"
-                                   " control it\n");
+                                   " control it\nHINT run busprof as that user, e.g. with"
+                                   " sudo\n");
                 else
                     clients.push_back(
                         {std::move(c),

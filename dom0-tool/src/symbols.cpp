@@ -2,6 +2,7 @@
 #include "symbols.h"
 
 #include "error.h"
+#include "fd.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -10,8 +11,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <cxxabi.h>
-#include <fstream>
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -38,15 +42,27 @@ std::string demangle(const char* name) {
     return s;
 }
 
-uint64_t parse_address(const std::string& s, const std::string& what) {
-    if (s.empty() || s.size() > 18)
-        throw UserError("bad address '" + s + "' in " + what, "addresses are hexadecimal");
-    errno = 0;
-    char* end = nullptr;
-    unsigned long long v = std::strtoull(s.c_str(), &end, 16);
-    if (errno || *end || s[0] == '-' || s[0] == '+')
-        throw UserError("bad address '" + s + "' in " + what, "addresses are hexadecimal");
-    return v;
+// Hexadecimal, with or without 0x, as System.map and @ADDR write it.
+std::optional<uint64_t> parse_hex(std::string s) {
+    if (s.rfind("0x", 0) == 0 || s.rfind("0X", 0) == 0)
+        s = s.substr(2);
+    if (s.empty() || s.size() > 16 || s.find_first_not_of("0123456789abcdefABCDEF") != s.npos)
+        return std::nullopt;
+    return std::strtoull(s.c_str(), nullptr, 16);
+}
+
+const char* const kSymbolsHint = "--symbols takes an ELF file or a System.map/kallsyms dump";
+
+// A --symbols file, opened once and only if it is a regular file: a FIFO
+// would block, a device such as /dev/zero never end.
+FD open_symbols(const std::string& path) {
+    FD fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+    struct stat st;
+    if (!fd || ::fstat(fd.get(), &st) != 0)
+        throw UserError("cannot open " + path + ": " + std::strerror(errno), kSymbolsHint);
+    if (!S_ISREG(st.st_mode))
+        throw UserError(path + " is not a regular file", kSymbolsHint);
+    return fd;
 }
 
 // One source of symbols.
@@ -59,7 +75,7 @@ class Source {
 // An ELF file through libdwfl: symbol tables, and DWARF lines when present.
 class ElfSource : public Source {
   public:
-    ElfSource(const std::string& path, uint64_t bias) {
+    ElfSource(const FD& file, const std::string& path, uint64_t bias) {
         static const Dwfl_Callbacks offline = {
             dwfl_build_id_find_elf,
             dwfl_standard_find_debuginfo,
@@ -68,14 +84,20 @@ class ElfSource : public Source {
         };
         dwfl_ = dwfl_begin(&offline);
         if (!dwfl_)
-            throw UserError(std::string("cannot read symbols: ") + dwfl_errmsg(-1));
+            throw UserError(std::string("cannot read symbols: ") + dwfl_errmsg(-1),
+                            "elfutils' libdw could not start; check its installation");
         dwfl_report_begin(dwfl_);
         std::string name = path.substr(path.find_last_of('/') + 1);
         // Loaded at bias: the first PT_LOAD's address is added to it, so a
         // PIE takes its load address and an ET_EXEC 0.
-        mod_ = dwfl_report_elf(dwfl_, name.c_str(), path.c_str(), -1, bias, true);
+        // libdwfl owns the descriptor once it took the file.
+        int fd = ::fcntl(file.get(), F_DUPFD_CLOEXEC, 0);
+        if (fd < 0)
+            throw_errno("dup");
+        mod_ = dwfl_report_elf(dwfl_, name.c_str(), path.c_str(), fd, bias, true);
         if (!mod_) {
             std::string err = dwfl_errmsg(-1);
+            ::close(fd);
             dwfl_end(dwfl_);
             throw UserError("cannot read symbols from " + path + ": " + err,
                             "give an ELF file with a symbol table, or a System.map");
@@ -151,13 +173,16 @@ class ElfSource : public Source {
 
 // A System.map or /proc/kallsyms dump: text symbols, no sizes.  An address
 // belongs to the nearest symbol below it, up to the next symbol; past the
-// last one only within kLastReach bytes.
+// last one only within kLastReach bytes.  An error never quotes the file:
+// it may be one the user did not mean to show (--symbols /etc/shadow).
 class MapSource : public Source {
   public:
     static constexpr uint64_t kLastReach = 64 * 1024;
+    // A kernel's System.map with every module is a few MiB.
+    static constexpr size_t kMaxBytes = size_t{64} << 20;
 
-    MapSource(const std::string& path, uint64_t bias) {
-        std::ifstream in(path);
+    MapSource(const FD& file, const std::string& path, uint64_t bias) {
+        std::istringstream in(read_bounded(file, path));
         std::string line;
         unsigned n = 0;
         bool any_nonzero = false;
@@ -170,21 +195,19 @@ class MapSource : public Source {
             char addr[32], type[8], name[512], module[256] = "";
             int k = std::sscanf(line.c_str(), "%31s %7s %511s %255s", addr, type, name, module);
             std::string where = path + " line " + std::to_string(n);
-            if (k < 3 || std::strlen(type) != 1)
-                throw UserError("cannot read " + where + ": '" + line + "'",
-                                "a symbol table has lines 'ADDRESS TYPE NAME [MODULE]', as "
-                                "System.map and /proc/kallsyms do");
-            uint64_t a = parse_address(addr, where);
-            any_nonzero |= a != 0;
+            auto a = parse_hex(addr);
+            if (k < 3 || std::strlen(type) != 1 || !a)
+                throw UserError("cannot read " + where + ": not 'ADDRESS TYPE NAME [MODULE]'",
+                                "a symbol table has lines 'ADDRESS TYPE NAME [MODULE]' with a "
+                                "hexadecimal ADDRESS, as System.map and /proc/kallsyms do");
+            any_nonzero |= *a != 0;
             if (!std::strchr("tTwW", type[0]))
                 continue; // only code can hold an instruction
             std::string nm = demangle(name);
             if (k == 4)
                 nm += std::string(" ") + module;
-            syms_.push_back({a + bias, std::move(nm)});
+            syms_.push_back({*a + bias, std::move(nm)});
         }
-        if (!in.eof())
-            throw UserError("cannot read " + path + ": " + std::strerror(errno));
         if (n && !any_nonzero)
             throw UserError(path + " has every address 0",
                             "/proc/kallsyms hides addresses from unprivileged readers; copy it "
@@ -213,19 +236,33 @@ class MapSource : public Source {
         std::string name;
     };
     std::vector<Sym> syms_;
+
+    static std::string read_bounded(const FD& file, const std::string& path) {
+        std::string text;
+        char buf[64 * 1024];
+        for (;;) {
+            ssize_t k = ::read(file.get(), buf, sizeof(buf));
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k < 0)
+                throw UserError("cannot read " + path + ": " + std::strerror(errno), kSymbolsHint);
+            if (k == 0)
+                return text;
+            if (text.size() + static_cast<size_t>(k) > kMaxBytes)
+                throw UserError(path + " is larger than " + std::to_string(kMaxBytes >> 20) +
+                                    " MiB and no ELF file",
+                                kSymbolsHint);
+            text.append(buf, static_cast<size_t>(k));
+        }
+    }
 };
 
-bool is_elf(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-        throw UserError("cannot open " + path + ": " + std::strerror(errno),
-                        "--symbols takes an ELF file or a System.map/kallsyms dump");
+bool is_elf(const FD& file) {
     char magic[4] = {};
-    in.read(magic, 4);
-    return in.gcount() == 4 && std::memcmp(magic,
-                                           "\x7f"
-                                           "ELF",
-                                           4) == 0;
+    return ::pread(file.get(), magic, 4, 0) == 4 && std::memcmp(magic,
+                                                                "\x7f"
+                                                                "ELF",
+                                                                4) == 0;
 }
 
 } // namespace
@@ -245,16 +282,19 @@ void Symbols::add(const std::string& spec) {
     if (auto at = spec.rfind('@'); at != std::string::npos) {
         path = spec.substr(0, at);
         std::string b = spec.substr(at + 1);
-        if (b.rfind("0x", 0) == 0 || b.rfind("0X", 0) == 0)
-            b = b.substr(2);
-        bias = parse_address(b, "--symbols " + spec);
+        auto v = parse_hex(b);
+        if (!v)
+            throw UserError("bad address '" + b + "' in --symbols " + spec,
+                            "addresses are hexadecimal");
+        bias = *v;
     }
     if (path.empty())
         throw UserError("--symbols needs a file", "--symbols FILE or --symbols FILE@LOAD_ADDRESS");
-    if (is_elf(path))
-        impl_->sources.push_back(std::make_unique<ElfSource>(path, bias));
+    FD file = open_symbols(path);
+    if (is_elf(file))
+        impl_->sources.push_back(std::make_unique<ElfSource>(file, path, bias));
     else
-        impl_->sources.push_back(std::make_unique<MapSource>(path, bias));
+        impl_->sources.push_back(std::make_unique<MapSource>(file, path, bias));
 }
 
 bool Symbols::empty() const {

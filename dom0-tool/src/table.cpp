@@ -335,8 +335,14 @@ size_t print_query(sqlite3* db, const std::string& sql, Format f, std::ostream& 
     if (guard.timed_out)
         throw UserError("the query did not finish within " + seconds_text(limits.timeout),
                         "narrow it (WHERE, LIMIT), or allow it longer with --timeout SECONDS");
+    // What failed while it ran: a function busprof does not allow (SQLite
+    // says only "not authorized"), or the values it met.
     if (!err.empty())
-        throw UserError("SQL error: " + err);
+        throw UserError("SQL error: " + err,
+                        err == "not authorized"
+                            ? kReadOnlyHint
+                            : "the statement failed on the values it read; see docs/schema.md "
+                              "for what each column holds");
 
     switch (f) {
     case Format::csv:

@@ -8,6 +8,7 @@ import re
 import signal
 import socket
 import sqlite3
+import stat
 import subprocess
 import sys
 import tempfile
@@ -33,9 +34,10 @@ class Env:
     def path(self, name):
         return os.path.join(self.tmp, name)
 
-    def busprof(self, *args, timeout=30):
-        r = subprocess.run([self.exe("dom0-tool/busprof"), *args], capture_output=True,
-                           text=True, env=self.env, timeout=timeout)
+    def busprof(self, *args, timeout=30, stdout=subprocess.PIPE, cwd=None, user=None):
+        r = subprocess.run([self.exe("dom0-tool/busprof"), *args], stdout=stdout,
+                           stderr=subprocess.PIPE, text=True, env=self.env, timeout=timeout,
+                           cwd=cwd, user=user)
         assert not SANITIZER.search(r.stderr), r.stderr
         return r
 
@@ -109,6 +111,16 @@ class FakeDaemon:
                 self.held.append(self.sock.accept()[0])
             except OSError:
                 return
+
+
+def as_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def files(d):
+    """The files in d but the demo's trace DB."""
+    return sorted(n for n in os.listdir(d) if not n.startswith("demo.db"))
 
 
 def expect_error(r, pattern):
@@ -339,6 +351,188 @@ def stop_with_a_full_disk_serves_the_access_at_once(env):
         subprocess.run(["umount", "-l", mnt], check=False)
 
 
+# ---------------------------------------------------------------- outputs
+
+def output_writes_to_what_the_path_names(env):
+    """-o on something not a regular file writes to it in place, never renames
+    over it; -o through a symlink to a regular file replaces the file, not
+    the link."""
+    db = env.demo_db()
+    to_stdout = env.path("to-stdout")
+    os.symlink("/proc/self/fd/1", to_stdout)
+    to_null = env.path("to-null")
+    os.symlink("/dev/null", to_null)
+    real = env.path("real.html")
+    with open(real, "w") as f:
+        f.write("old")
+    os.chmod(real, 0o640)
+    to_real = env.path("to-real")
+    os.symlink(real, to_real)
+    nodes = [to_null]
+    if os.geteuid() == 0:  # a character device of our own: /dev/null's numbers
+        node = env.path("null-node")
+        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        nodes.append(node)
+    for cmd in [["report", "--db", db, "-o"], ["export", "--db", db, "--format", "csv", "-o"]]:
+        r = env.busprof(*cmd, to_stdout)
+        assert r.returncode == 0, r.stderr
+        assert os.path.islink(to_stdout), f"busprof {cmd[0]} replaced the symlink with a file"
+        assert "<!DOCTYPE html>" in r.stdout or r.stdout.startswith("id,session_id,"), r.stdout[:200]
+        for n in nodes:
+            r = env.busprof(*cmd, n)
+            assert r.returncode == 0, r.stderr
+            kind = stat.S_IFMT(os.lstat(n).st_mode)
+            assert kind == (stat.S_IFLNK if n == to_null else stat.S_IFCHR), f"{n} was replaced"
+        r = env.busprof(*cmd, to_real)
+        assert r.returncode == 0, r.stderr
+        assert os.path.islink(to_real), "the symlink to a file was replaced"
+        assert as_bytes(real) != b"old", "the file behind the symlink was not written"
+        assert stat.S_IMODE(os.stat(real).st_mode) == 0o640, oct(os.stat(real).st_mode)
+    assert files(env.tmp) == sorted(["to-stdout", "to-null", "real.html", "to-real"] +
+                                    (["null-node"] if len(nodes) > 1 else [])), files(env.tmp)
+
+
+def output_temporary_file_follows_no_symlink(env):
+    """A symlink planted where the old code put its temporary file (F.tmp) is
+    not followed; a command that fails leaves F and the directory as they were."""
+    db = env.demo_db()
+    victim = env.path("victim")
+    with open(victim, "w") as f:
+        f.write("precious")
+    out = env.path("out")
+    os.symlink(victim, out + ".tmp")
+    for cmd in [["report", "--db", db], ["export", "--db", db, "--format", "chrome-trace"],
+                ["export", "--db", db, "--format", "csv"]]:
+        r = env.busprof(*cmd, "-o", out)
+        assert r.returncode == 0, r.stderr
+        assert as_bytes(victim) == b"precious", "the planted symlink was followed"
+        assert os.path.getsize(out) > 100
+    before = as_bytes(out)
+    r = env.busprof("report", "--db", db, "--session", "9", "-o", out)
+    expect_error(r, r"no session 9")
+    assert as_bytes(out) == before, "a failed report changed its output file"
+    assert files(env.tmp) == ["out", "out.tmp", "victim"], files(env.tmp)
+
+
+def output_dash_is_standard_output(env):
+    db = env.demo_db()
+    for cmd in [["report", "--db", db, "-o", "-"],
+                ["export", "--db", db, "--format", "chrome-trace", "-o", "-"]]:
+        r = env.busprof(*cmd, cwd=env.tmp)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith("<!DOCTYPE html>") or r.stdout.startswith('{"displayTimeUnit"'), \
+            r.stdout[:100]
+        assert not os.path.exists(env.path("-")), "a file named '-' was written"
+
+
+def write_errors_on_standard_output_exit_1(env):
+    """Every command that prints data, in every format, to /dev/full: exit 1
+    with the reason, never exit 0 with the output lost."""
+    db = env.demo_db()
+    cmds = [["export", "--db", db, "--format", "csv"],
+            ["export", "--db", db, "--format", "chrome-trace"],
+            ["report", "--db", db, "-o", "-"],
+            ["symbolize", "--db", db, "--symbols", env.exe("guest-lib/busprof-example-driver")],
+            ["diff", "--db", db, "--db", db],
+            ["--help"], ["policy", "--help"]]
+    for f in ["table", "csv", "json"]:
+        cmds += [["query", "--db", db, "--format", f, "SELECT * FROM transactions"],
+                 ["stats", "--db", db, "--format", f],
+                 ["stats", "--db", db, "--format", f, "--by", "rip"],
+                 ["sessions", "--db", db, "--format", f]]
+    with open("/dev/full", "w") as full:
+        for cmd in cmds:
+            r = env.busprof(*cmd, stdout=full)
+            what = f"busprof {' '.join(cmd)}: exit {r.returncode}, {r.stderr}"
+            assert r.returncode == 1, what
+            # diff names its sides on stderr first.
+            assert re.search(r"(?m)^busprof: error: cannot write standard output: No space left "
+                             r"on device\nHINT: \S", r.stderr), what
+    for cmd in [["export", "--db", db, "--format", "csv"], ["report", "--db", db]]:
+        expect_error(env.busprof(*cmd, "-o", "/dev/full"),
+                     r"cannot write /dev/full: No space left on device")
+
+
+# ------------------------------------------------------- files that are not
+
+def demo_keeps_a_file_that_is_not_a_trace_db(env):
+    text = env.path("notes.txt")
+    with open(text, "w") as f:
+        f.write("not a database\n" * 100)
+    for path in [foreign_db(env), text]:
+        before = as_bytes(path)
+        r = env.busprof("demo", "--db", path, "--iterations", "5", timeout=60)
+        expect_error(r, r"not a busprof trace DB|is not a database")
+        assert as_bytes(path) == before, f"demo changed {path}"
+    # A trace DB is what demo replaces.
+    db = env.demo_db()
+    r = env.busprof("demo", "--db", db, "--iterations", "7", timeout=60)
+    assert r.returncode == 0, r.stderr
+    c = sqlite3.connect(db)
+    assert c.execute("SELECT count(*) FROM sessions").fetchone() == (1,)
+    c.close()
+
+
+def db_must_be_a_regular_file(env):
+    fifo = env.path("fifo")
+    os.mkfifo(fifo)
+    for cmd in [["stats"], ["sessions"], ["query", "SELECT 1"], ["demo"]]:
+        r = env.busprof(*cmd, "--db", fifo, timeout=20)
+        expect_error(r, r"trace DB .*fifo is not a regular file")
+    expect_error(env.busprof("stats", "--db", env.tmp), r"is a directory")
+
+
+def symbols_file_is_bounded_and_never_quoted(env):
+    fifo = env.path("fifo")
+    os.mkfifo(fifo)
+    for f in ["/dev/zero", fifo]:
+        t0 = time.time()
+        r = env.busprof("symbolize", "--symbols", f, timeout=20)
+        expect_error(r, r"is not a regular file")
+        assert time.time() - t0 < 10
+    # Past any real symbol table's size: refused before it is read.
+    big = env.path("big")
+    with open(big, "wb") as fb:
+        fb.truncate(65 << 20)
+    r = env.busprof("symbolize", "--symbols", big, timeout=20)
+    expect_error(r, r"is larger than 64 MiB")
+    assert len(r.stderr) < 1000, len(r.stderr)
+    secret = env.path("shadow")
+    for text in ["root:$6$s3cr3t-hash:19000:0:99999:7:::\n",
+                 "s3cr3t-token is here\n", "ffffffff81000000 T ok\ns3cr3t x\n"]:
+        with open(secret, "w") as f:
+            f.write(text)
+        r = env.busprof("symbolize", "--symbols", secret)
+        expect_error(r, r"cannot read .*shadow line \d+")
+        assert "s3cr3t" not in r.stderr, r.stderr
+
+
+# ------------------------------------------------------ control refusals
+
+def control_client_says_permission_denied(env):
+    """A user the daemon does not serve is told so, with a hint, both where the
+    socket's mode refuses it and where the daemon's peer check does."""
+    if os.geteuid() != 0:
+        print("SKIP: needs root to run a client as another user")
+        return
+    os.chmod(env.tmp, 0o755)
+    sim = env.simxen()
+    sock = env.path("ctl.sock")
+    daemon = env.spawn([env.exe("dom0-tool/busprof"), "daemon", DOMAIN, "--db",
+                        env.path("d.db"), "--sim-socket", sim, "--socket", sock])
+    for _ in range(500):
+        if os.path.exists(sock):
+            break
+        assert daemon.poll() is None, daemon.communicate()
+        time.sleep(0.01)
+    assert env.busprof("status", "--socket", sock).returncode == 0
+    for mode in [0o600, 0o666]:  # refused by the mode, then by the daemon
+        os.chmod(sock, mode)
+        r = env.busprof("status", "--socket", sock, user="nobody")
+        expect_error(r, r"permission denied")
+        assert "Broken pipe" not in r.stderr and "no busprof daemon" not in r.stderr, r.stderr
+
+
 CASES = {f.__name__: f for f in [
     control_client_times_out_on_a_silent_daemon, control_client_times_out_on_a_full_backlog,
     control_client_ignores_sigpipe, query_vacuum_into_writes_no_file,
@@ -346,7 +540,11 @@ CASES = {f.__name__: f for f in [
     query_empty_sql_is_a_clear_error, stats_refuses_a_foreign_db, daemon_refuses_a_foreign_db,
     socket_option_keeps_a_regular_file, socket_option_does_not_steal_a_live_socket,
     stop_mid_access_changes_nothing_the_guest_sees,
-    stop_with_a_full_disk_serves_the_access_at_once]}
+    stop_with_a_full_disk_serves_the_access_at_once,
+    output_writes_to_what_the_path_names, output_temporary_file_follows_no_symlink,
+    output_dash_is_standard_output, write_errors_on_standard_output_exit_1,
+    demo_keeps_a_file_that_is_not_a_trace_db, db_must_be_a_regular_file,
+    symbols_file_is_bounded_and_never_quoted, control_client_says_permission_denied]}
 
 
 def main():
