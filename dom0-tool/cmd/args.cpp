@@ -1,13 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // Checks of option values, shared by the subcommands.
 #include "cmd.h"
-#include "db.h"
-#include "error.h"
 
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <sys/stat.h>
 
 namespace busprof {
 
@@ -81,15 +78,6 @@ CLI::Validator seconds_in(double lo, double hi) {
 CLI::Validator non_empty(const std::string& what) {
     return CLI::Validator(
         [what](std::string& s) -> std::string { return s.empty() ? "empty " + what : ""; }, "");
-}
-
-Db open_trace_db(const std::string& path) {
-    struct stat st;
-    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-        throw UserError("trace DB " + path +
-                            (S_ISDIR(st.st_mode) ? " is a directory" : " is not a regular file"),
-                        "pass --db FILE, a trace DB that 'busprof daemon' or 'busprof demo' wrote");
-    return Db::open(path, false);
 }
 
 } // namespace busprof
