@@ -47,6 +47,8 @@ class Db {
     // file it is: the way open() and memory() connect, and the
     // checkpointer's own connection.  Throws std::runtime_error.
     static Db connect(const std::string& path, int flags);
+    // The longest string or blob any connection makes (SQLITE_LIMIT_LENGTH).
+    static constexpr int kMaxValueBytes = 64 << 20;
     Db(Db&& o) noexcept : db_(std::exchange(o.db_, nullptr)) {}
     Db& operator=(Db&& o) noexcept;
     Db(const Db&) = delete;

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -285,6 +287,32 @@ TEST_F(SqlFunctions, EveryConnectionRefusesTheFunctionsThatReachOutsideTheDb) {
             for (int args : {1, 2})
                 EXPECT_NE(refused(db.get(), name, args).find("not authorized"), std::string::npos)
                     << what << ": " << name << " with " << args << " argument(s)";
+}
+
+// A function that would build a value of gigabytes fails at once on every
+// connection: it runs as one step that no interrupt (query's --timeout)
+// cuts, 40 s for printf('%.*c', 2e9, 'x') at SQLite's default limit.
+TEST_F(SqlFunctions, NoValueIsLongerThanTheLimitAndSayingSoIsQuick) {
+    const std::string f = path("l.db");
+    Db::open(f, true);
+    Db db = Db::open(f, false);
+    for (const char* sql :
+         {"SELECT printf('%.*c', 2000000000, 'x')",
+          "SELECT replace(hex(zeroblob(100000000)), '0', 'ab')", "SELECT zeroblob(100000000)"}) {
+        auto t0 = std::chrono::steady_clock::now();
+        sqlite3_stmt* st = nullptr;
+        ASSERT_EQ(sqlite3_prepare_v2(db.get(), sql, -1, &st, nullptr), SQLITE_OK) << sql;
+        EXPECT_EQ(sqlite3_step(st), SQLITE_TOOBIG) << sql;
+        sqlite3_finalize(st);
+        EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2)) << sql;
+    }
+    sqlite3_stmt* st = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db.get(), "SELECT length(zeroblob(?))", -1, &st, nullptr),
+              SQLITE_OK);
+    sqlite3_bind_int(st, 1, Db::kMaxValueBytes);
+    EXPECT_EQ(sqlite3_step(st), SQLITE_ROW);
+    EXPECT_EQ(sqlite3_column_int(st, 0), Db::kMaxValueBytes);
+    sqlite3_finalize(st);
 }
 
 // An authorizer set over the connection's own (busprof query's limits)
