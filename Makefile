@@ -3,8 +3,8 @@
 #   make demo   install what is missing, build, run the demo on the simulated hypervisor
 #   make test   install what is missing, build, run the test suite through ctest
 #   make test-sanitize  the fast suite built with ASan and UBSan (build-sanitize/)
-# Other targets: build, deps, install, package, system-test, system-soak, asan, fuzz, bench,
-# format, clean.
+# Other targets: build, deps, install, package, system-test, system-soak, asan, fuzz,
+# fault-matrix, bench, format, clean.
 #   make install [DESTDIR=DIR] [PREFIX=/usr/local]   what cmake --install installs
 #   make package   a Debian package of it ($(BUILD)/busprof_VERSION_ARCH.deb)
 #   make system-test [ASAN=1] [BASELINE=1]   the real-Xen system test once
@@ -18,7 +18,7 @@ DEPS = cmake g++ gcc make pkg-config python3 sqlite3 libsqlite3-dev libcli11-dev
        libgtest-dev libgmock-dev libxen-dev libdw-dev tmux chromium dpkg-dev groff-base man-db file clang libclang-rt-14-dev clang-format
 
 PHONY_EXTRA = install package
-.PHONY: demo test test-sanitize build deps asan $(PHONY_EXTRA) system-test system-soak fuzz bench format clean
+.PHONY: demo test test-sanitize build deps asan $(PHONY_EXTRA) system-test system-soak fuzz fault-matrix bench format clean
 
 N ?= 10
 # ASAN=1: dom0's busprof from the AddressSanitizer+UBSan build ($(BUILD)/asan);
@@ -100,6 +100,11 @@ fuzz: deps
 BENCH_FLAGS ?=
 # TRAP_FLAGS: tests/bench/trap_path.py's options (--pin, --vcpus 1,2,4, --rounds R,
 # --writer-nice N, --writer-rtprio N, --burst-rows N, --queue N, --idle-hog with --pin).
+# The fault suite's matrix at its full numbers (tests/fault/README.md), written to
+# $(BUILD)/fault-matrix.md: 32 vCPUs for 120 s, 40 faults, hostile SQL and messages.
+fault-matrix: build
+	python3 tests/fault/load_test.py --bin $(BUILD) --full --out $(BUILD)/fault-matrix.md
+
 bench: build
 	$(BUILD)/tests/busprof-bench $(BENCH_FLAGS)
 	python3 tests/bench/trap_path.py --bin $(BUILD) $(TRAP_FLAGS)

@@ -11,6 +11,9 @@
  *                          bp_pause ... bp_resume of the recording
  *   extract FIRST LAST     the guest's records of ports FIRST-LAST: a count,
  *                          then one "port dir value [pre-trigger]" line per record
+ *   load THREADS MS        THREADS threads (a vCPU each) write and read ports
+ *                          of 0x300-0x30f for MS ms, trapped or not as dom0
+ *                          chose: "LOAD n accesses"
  *   hammer MS              trap the UART, print "TRAPPED", then write and read
  *                          back its scratch register for MS ms (the test stops
  *                          the daemon meanwhile): pairs made, values read back
@@ -242,6 +245,59 @@ static uint64_t now_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+struct load {
+    pthread_t tid;
+    unsigned int port;
+    uint64_t end;
+    long accesses;
+};
+
+static void *load_io(void *arg)
+{
+    struct load *l = arg;
+    uint8_t v = 0;
+
+    while ( now_us() < l->end )
+    {
+        v = (uint8_t)((v + 1) % 0xff);
+        outb(v, l->port);
+        (void)inb(l->port);
+        l->accesses += 2;
+    }
+    return NULL;
+}
+
+/* What a busy domain does: every vCPU at once, as long as asked. */
+static int load(int n, long ms)
+{
+    bp_handle *h;
+    struct load l[64];
+    long accesses = 0;
+    int i;
+
+    if ( n < 1 || n > 64 )
+        return 2;
+    h = open_or_die();
+    /* This thread is one of the n: its vCPU is the process's first. */
+    for ( i = 0; i < n; i++ )
+    {
+        l[i] = (struct load){ .port = 0x300 + (unsigned int)i % 16,
+                              .end = now_us() + (uint64_t)ms * 1000u };
+        if ( i && pthread_create(&l[i].tid, NULL, load_io, &l[i]) )
+            return 1;
+    }
+    load_io(&l[0]);
+    for ( i = 0; i < n; i++ )
+    {
+        if ( i )
+            pthread_join(l[i].tid, NULL);
+        accesses += l[i].accesses;
+    }
+    printf("LOAD %ld accesses\n", accesses);
+    bp_close(h);
+    return 0;
+}
+
 /*
  * Whatever happens to the profiler meanwhile, the guest sees its device:
  * each value written reads back (0xff, what an unclaimed port reads, is
@@ -290,9 +346,11 @@ int main(int argc, char **argv)
     if ( !strcmp(c, "extract") && argc == 4 )
         return extract((unsigned int)strtoul(argv[2], NULL, 0),
                        (unsigned int)strtoul(argv[3], NULL, 0));
+    if ( !strcmp(c, "load") && argc == 4 )
+        return load(atoi(argv[2]), strtol(argv[3], NULL, 0));
     if ( !strcmp(c, "hammer") && argc == 3 )
         return hammer(strtol(argv[2], NULL, 0));
     fprintf(stderr, "usage: sim_guest passthrough|strings|threads N ROUNDS|"
-            "two-handles|pause|extract FIRST LAST|hammer MS\n");
+            "two-handles|pause|extract FIRST LAST|load THREADS MS|hammer MS\n");
     return 2;
 }
