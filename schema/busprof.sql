@@ -60,7 +60,7 @@ CREATE TABLE IF NOT EXISTS transactions (
     t_trap_ns INTEGER NOT NULL,        -- Xen took the VM exit for the access (ns)
     t_bus_begin_ns INTEGER,            -- daemon, immediately before the real bus access (ns); NULL: no bus access was made
     t_bus_end_ns INTEGER,              -- daemon, immediately after the real bus access (ns); NULL: no bus access was made
-    t_resume_ns INTEGER NOT NULL,      -- Xen resumed the guest vCPU with the result (ns); for 'timeout' rows: when the daemon learnt of the timeout
+    t_resume_ns INTEGER NOT NULL,      -- Xen resumed the guest vCPU with the result (ns); for 'timeout' rows: when the daemon learnt of the timeout; for an access the daemon served after it detached to stop (Xen stamps no resume then) or that it ended before the vCPU resumed: t_bus_end_ns
     clock_skewed INTEGER NOT NULL DEFAULT 0 CHECK (clock_skewed = 0 OR clock_skewed = 1), -- 1: Xen's stamps contradict the daemon's (t_trap_ns > t_bus_begin_ns or t_resume_ns < t_bus_end_ns, which cannot happen on one clock): Xen's CPU and dom0's clocks disagreed here, so this row's overhead is not to be trusted; the stamps are stored as measured
     task INTEGER,                      -- who made the access: on Xen the guest's page-table base during it (CR3 without its PCID and flag bits), which names the guest process (printf('0x%x', task)); on the simulator the guest thread's id; NULL if Xen gave no stamp
     pcpu INTEGER,                      -- the physical CPU the guest's vCPU ran on when it made the access; NULL if Xen gave no stamp
