@@ -45,15 +45,16 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
         throw_errno("timerfd_create");
 
     chan_ = hv_->attach(dom_, cfg_.timeout_ms);
+    page_ = BusprofPage(chan_->page);
     // Xen refuses to attach to more; the stamp slots below rely on it.
     if (chan_->nr_vcpus > XEN_BUSPROF_MAX_VCPUS)
         throw SystemError("attach reported " + std::to_string(chan_->nr_vcpus) + " vCPUs", EPROTO);
     pending_.resize(chan_->nr_vcpus);
     abandoned_.resize(chan_->nr_vcpus);
     for (unsigned v = 0; v < chan_->nr_vcpus; v++)
-        last_stamp_seq_[v] = chan_->page->stamp[v].seq;
-    seen_lost_ = chan_->page->ctrl_lost;
-    if (!(chan_->page->flags & XEN_BUSPROF_PAGE_CLOCK_MONOTONIC))
+        last_stamp_seq_[v] = page_.routed(v);
+    seen_lost_ = page_.ctrl_lost();
+    if (!page_.stamps_dom0_clock())
         calibrate_clock();
 
     // The writer answers extracts once the records before them are in.
@@ -187,13 +188,12 @@ void Daemon::stop(const char* cause) {
 
 // The stamp clock in ns, on its own time line.
 uint64_t Daemon::stamp_ns(uint64_t tsc) const {
-    return static_cast<uint64_t>(static_cast<unsigned __int128>(tsc) * 1000000 /
-                                 chan_->page->tsc_khz);
+    return static_cast<uint64_t>(static_cast<unsigned __int128>(tsc) * 1000000 / page_.tsc_khz());
 }
 
 // The stamp clock on CLOCK_MONOTONIC.
 uint64_t Daemon::to_ns(uint64_t tsc) const {
-    if (chan_->page->flags & XEN_BUSPROF_PAGE_CLOCK_MONOTONIC)
+    if (page_.stamps_dom0_clock())
         return tsc;
     return static_cast<uint64_t>(static_cast<int64_t>(stamp_ns(tsc)) + tsc_offset_);
 }
@@ -353,18 +353,8 @@ void Daemon::transition(const char* kind, const std::string& cause, uint64_t now
 }
 
 void Daemon::serve_ctrl_ring() {
-    xen_busprof_page* pg = chan_->page;
-    uint32_t prod = __atomic_load_n(&pg->ctrl_prod, __ATOMIC_ACQUIRE);
-    uint32_t cons = pg->ctrl_cons;
-    if (prod - cons > XEN_BUSPROF_CTRL_RING_SIZE)
-        cons = prod - XEN_BUSPROF_CTRL_RING_SIZE;
-    while (cons != prod) {
-        xen_busprof_ctrl_msg m = pg->ring[cons % XEN_BUSPROF_CTRL_RING_SIZE];
-        cons++;
-        __atomic_store_n(&pg->ctrl_cons, cons, __ATOMIC_RELEASE);
-        on_ctrl(m);
-    }
-    uint32_t lost = __atomic_load_n(&pg->ctrl_lost, __ATOMIC_ACQUIRE);
+    page_.take_ctrl([this](const xen_busprof_ctrl_msg& m) { on_ctrl(m); });
+    uint32_t lost = page_.ctrl_lost();
     if (lost != seen_lost_) {
         writer_->add_event({session_ord_, "ctrl_lost", now_ns(),
                             std::to_string(lost - seen_lost_) +
@@ -510,8 +500,7 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
 // says so; if not, the request still in the slot is abandoned.
 void Daemon::timed_out(unsigned v, uint64_t t) {
     Pending& pd = pending_[v];
-    const xen_busprof_stamp& st = chan_->page->stamp[v];
-    if (pd.valid && __atomic_load_n(&st.resume_seq, __ATOMIC_ACQUIRE) != pd.seq) {
+    if (pd.valid && !page_.resumed_from(v, pd.seq)) {
         pd.r.status = XEN_BUSPROF_STATUS_TIMEOUT;
         if (pd.r.dir == XEN_BUSPROF_DIR_IN)
             pd.r.value = pd.r.size >= 4 ? 0xffffffffu : (1u << (8 * pd.r.size)) - 1;
@@ -539,45 +528,58 @@ bool Daemon::may_serve(unsigned port, unsigned size) {
 
 void Daemon::serve_ioreq(unsigned v) {
     ioreq_t* p = &chan_->ioreq->vcpu_ioreq[v];
-    if (ioreq_state(p) != STATE_IOREQ_READY)
+    ioreq_t req;
+    if (!claim_ioreq(v, p, req))
         return;
-    set_ioreq_state(p, STATE_IOREQ_INPROCESS);
-    ioreq_t req = *p;
-
-    if (req.type == IOREQ_TYPE_INVALIDATE) {
-        // A broadcast every enabled ioreq server answers; no bus access.
-        set_ioreq_state(p, STATE_IORESP_READY);
-        chan_->notify_vcpu(v);
-        return;
-    }
-
     finalize(v, false);
     // A timeout or a detach posted before this request was taken is in
     // the ring by now: read it before touching the bus.
     serve_ctrl_ring();
+    Access a = read_access(v, req);
+    answer_access(v, p, a);
+    keep_pending(v, a);
+}
 
-    const xen_busprof_stamp& st = chan_->page->stamp[v];
-    const xen_busprof_who& who = chan_->page->who[v];
-    uint64_t seq = st.seq, rip = st.rip, tsc_trap = st.tsc_trap;
-    uint64_t task = who.task;
-    uint32_t pcpu = who.pcpu;
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    bool stamped = seq != last_stamp_seq_[v];
-    if (stamped)
-        last_stamp_seq_[v] = seq;
+// Takes the request in vCPU v's slot, if one is ready, into req.  An
+// invalidate, a broadcast every enabled ioreq server answers, is answered
+// here: no bus access, nothing to record.
+bool Daemon::claim_ioreq(unsigned v, ioreq_t* p, ioreq_t& req) {
+    if (ioreq_state(p) != STATE_IOREQ_READY)
+        return false;
+    set_ioreq_state(p, STATE_IOREQ_INPROCESS);
+    req = *p;
+    if (req.type != IOREQ_TYPE_INVALIDATE)
+        return true;
+    set_ioreq_state(p, STATE_IORESP_READY);
+    chan_->notify_vcpu(v);
+    return false;
+}
 
-    unsigned size = req.size;
-    unsigned port = static_cast<unsigned>(req.addr);
-    bool write = req.dir == IOREQ_WRITE;
-    bool valid = req.type == IOREQ_TYPE_PIO && req.count == 1 && !req.data_is_ptr &&
-                 (size == 1 || size == 2 || size == 4);
-    uint32_t mask = size >= 4 || !valid ? 0xffffffffu : (1u << (8 * size)) - 1;
-    uint32_t value = write ? static_cast<uint32_t>(req.data) & mask : 0;
-    uint8_t status = XEN_BUSPROF_STATUS_OK;
-    uint64_t t0 = 0, t1 = 0, now;
-    bool abandoned = abandoned_[v] || detached_;
+// The access the request asks for, and Xen's stamp of it if the stamp is
+// new (Xen routed it: one stamp an access).
+Daemon::Access Daemon::read_access(unsigned v, const ioreq_t& req) {
+    Access a;
+    a.trap = page_.trap(v);
+    a.stamped = a.trap.seq != last_stamp_seq_[v];
+    if (a.stamped)
+        last_stamp_seq_[v] = a.trap.seq;
+
+    a.size = req.size;
+    a.port = static_cast<unsigned>(req.addr);
+    a.type = req.type;
+    a.count = req.count;
+    a.write = req.dir == IOREQ_WRITE;
+    a.valid = req.type == IOREQ_TYPE_PIO && req.count == 1 && !req.data_is_ptr &&
+              (a.size == 1 || a.size == 2 || a.size == 4);
+    a.mask = a.size >= 4 || !a.valid ? 0xffffffffu : (1u << (8 * a.size)) - 1;
+    a.value = a.write ? static_cast<uint32_t>(req.data) & a.mask : 0;
+    a.abandoned = abandoned_[v] || detached_;
     abandoned_[v] = false;
+    return a;
+}
 
+// Performs the access on the bus (or refuses it) and answers the vCPU.
+void Daemon::answer_access(unsigned v, ioreq_t* p, Access& a) {
     // From here to the notify, busprof's storage work does not begin: on a
     // CPU it shares with this thread it would be in the access's times.
     struct Inside {
@@ -591,56 +593,61 @@ void Daemon::serve_ioreq(unsigned v) {
     } inside{writer_->gate()};
     inside.gate.enter();
 
-    if (abandoned) {
+    if (a.abandoned) {
         // Xen completed it already (all ones for a read): the device must
         // not see an access the guest has moved on from.
-        status = XEN_BUSPROF_STATUS_TIMEOUT;
-        if (!write)
-            value = mask;
-    } else if (valid && may_serve(port, size)) {
-        t0 = now_ns();
-        bus_->access(static_cast<uint16_t>(port), size, write, &value);
-        t1 = now_ns();
+        a.status = XEN_BUSPROF_STATUS_TIMEOUT;
+        if (!a.write)
+            a.value = a.mask;
+    } else if (a.valid && may_serve(a.port, a.size)) {
+        a.t0 = now_ns();
+        bus_->access(static_cast<uint16_t>(a.port), a.size, a.write, &a.value);
+        a.t1 = now_ns();
     } else {
-        value = mask;
-        status = XEN_BUSPROF_STATUS_ERROR;
+        a.value = a.mask;
+        a.status = XEN_BUSPROF_STATUS_ERROR;
         counters_.notes_dropped += !writer_->add_event(
             {session_ord_, "refused", now_ns(),
-             "vCPU " + std::to_string(v) + " ioreq type " + std::to_string(req.type) + " port " +
-                 std::to_string(port) + " size " + std::to_string(size) + " count " +
-                 std::to_string(req.count) + " not served"},
+             "vCPU " + std::to_string(v) + " ioreq type " + std::to_string(a.type) + " port " +
+                 std::to_string(a.port) + " size " + std::to_string(a.size) + " count " +
+                 std::to_string(a.count) + " not served"},
             true);
     }
-    if (!write)
-        p->data = value;
+    if (!a.write)
+        p->data = a.value;
     set_ioreq_state(p, STATE_IORESP_READY);
     chan_->notify_vcpu(v);
     // The bus access's end is the time of what follows (a trigger's
     // marker, the session's start or stop): no third read of the clock.
-    now = t1 ? t1 : now_ns();
-    served_ns_ = now;
+    a.now = a.t1 ? a.t1 : now_ns();
+    served_ns_ = a.now;
     inside.leave();
+}
 
+// The access's record, pending until its vCPU resumes, and what it
+// triggers.
+void Daemon::keep_pending(unsigned v, const Access& a) {
     Pending& pd = pending_[v];
     pd.valid = true;
-    pd.seq = seq;
+    pd.seq = a.trap.seq;
     pd.r = Record{};
     pd.r.session_id = session_ord_;
     pd.r.domid = dom_.domid;
     pd.r.vcpu = static_cast<uint16_t>(v);
-    pd.r.port = static_cast<uint16_t>(port);
-    pd.r.size = static_cast<uint8_t>(size);
-    pd.r.dir = write ? XEN_BUSPROF_DIR_OUT : XEN_BUSPROF_DIR_IN;
-    pd.r.status = status;
-    pd.r.value = value & mask;
-    pd.r.rip = stamped ? rip : 0;
+    pd.r.port = static_cast<uint16_t>(a.port);
+    pd.r.size = static_cast<uint8_t>(a.size);
+    pd.r.dir = a.write ? XEN_BUSPROF_DIR_OUT : XEN_BUSPROF_DIR_IN;
+    pd.r.status = a.status;
+    pd.r.value = a.value & a.mask;
+    pd.r.rip = a.stamped ? a.trap.rip : 0;
     // A Xen of interface 1.0 leaves who[] as zeros: not known then.
-    pd.r.who_known = stamped && chan_->page->version >= 0x00010001u;
-    pd.r.task = pd.r.who_known ? task : 0;
-    pd.r.pcpu = pd.r.who_known ? pcpu : 0;
-    pd.r.t_trap_ns = stamped ? to_ns(tsc_trap) : (t0 ? t0 : now);
-    pd.r.t_bus_begin_ns = t0;
-    pd.r.t_bus_end_ns = t1;
+    pd.r.who_known = a.stamped && page_.says_who();
+    pd.r.task = pd.r.who_known ? a.trap.task : 0;
+    pd.r.pcpu = pd.r.who_known ? a.trap.pcpu : 0;
+    pd.r.t_trap_ns = a.stamped ? to_ns(a.trap.tsc) : (a.t0 ? a.t0 : a.now);
+    pd.r.t_bus_begin_ns = a.t0;
+    pd.r.t_bus_end_ns = a.t1;
+    const uint64_t now = a.now;
     if (session_.on_access(pd.r, now))
         transition(nullptr, cfg_.triggers.start_text(), now);
     pd.record = session_.recording();
@@ -650,7 +657,7 @@ void Daemon::serve_ioreq(unsigned v) {
         counters_.unrecorded++;
     if (pd.record && session_.on_access_recorded(pd.r, now))
         transition(nullptr, "on:" + cfg_.triggers.stop_on->text, now);
-    if (abandoned) {
+    if (a.abandoned) {
         // No resume will come for it.
         pd.r.t_resume_ns = now;
         pd.valid = false;
@@ -693,10 +700,8 @@ void Daemon::finalize(unsigned v, bool force) {
     Pending& pd = pending_[v];
     if (!pd.valid)
         return;
-    const xen_busprof_stamp& st = chan_->page->stamp[v];
-    uint64_t resume_seq = __atomic_load_n(&st.resume_seq, __ATOMIC_ACQUIRE);
-    if (resume_seq == pd.seq) {
-        pd.r.t_resume_ns = to_ns(st.tsc_resume);
+    if (page_.resumed_from(v, pd.seq)) {
+        pd.r.t_resume_ns = to_ns(page_.resume_tsc(v));
     } else if (force) {
         // The daemon ends before the vCPU resumed: the guest got the
         // answer (it is in the slot); only the resume time is unknown.
@@ -759,7 +764,7 @@ void Daemon::drain() {
     chan_->detach();
     std::vector<uint64_t> routed(chan_->nr_vcpus);
     for (unsigned v = 0; v < chan_->nr_vcpus; v++)
-        routed[v] = __atomic_load_n(&chan_->page->stamp[v].seq, __ATOMIC_ACQUIRE);
+        routed[v] = page_.routed(v);
     const uint64_t until = now_ns() + static_cast<uint64_t>(cfg_.timeout_ms) * 1000000u;
     std::vector<Channel::Ev> evs;
     for (;;) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "bus.h"
+#include "busprof_page.h"
 #include "control_server.h"
 #include "db.h"
 #include "fd.h"
@@ -95,12 +96,29 @@ class Daemon {
         std::promise<std::string> reply;
     };
 
+    // One access, from its ioreq to its pending record.
+    struct Access {
+        unsigned port = 0, size = 0;
+        uint32_t type = 0, count = 0; // the ioreq's, for a refusal
+        bool write = false, valid = false;
+        uint32_t mask = 0, value = 0; // value: written, or read once served
+        bool stamped = false;         // Xen's stamp is this access's
+        BusprofPage::Trap trap{};     // that stamp
+        bool abandoned = false;       // Xen gave up on it first
+        uint8_t status = XEN_BUSPROF_STATUS_OK;
+        uint64_t t0 = 0, t1 = 0, now = 0; // the bus access; the answer's time
+    };
+
     // ioreq thread
     void raise_serving_thread();
     void arm_tick(uint64_t now, int within_ms);
     void serve_ctrl_ring();
     void on_ctrl(const xen_busprof_ctrl_msg& m);
     void serve_ioreq(unsigned v);
+    bool claim_ioreq(unsigned v, ioreq_t* p, ioreq_t& req);
+    Access read_access(unsigned v, const ioreq_t& req);
+    void answer_access(unsigned v, ioreq_t* p, Access& a);
+    void keep_pending(unsigned v, const Access& a);
     bool may_serve(unsigned port, unsigned size);
     void resync_traps();
     bool grant(std::pair<uint16_t, uint16_t> r, uint64_t t);
@@ -128,6 +146,7 @@ class Daemon {
     DomainInfo dom_;
     std::unique_ptr<Writer> writer_;
     std::unique_ptr<Channel> chan_;
+    BusprofPage page_; // chan_'s
 
     // ioreq thread only
     std::vector<Pending> pending_;

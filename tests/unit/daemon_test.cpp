@@ -4,6 +4,7 @@
 // records, without processes.  The fake channel is what Xen gives a
 // profiler (an ioreq page, the busprof page, events); the test plays Xen's
 // part on them from its own thread, and the writer stores into a real DB.
+#include "busprof_page.h"
 #include "daemon.h"
 #include "error.h"
 #include "ioreq_slot.h"
@@ -162,9 +163,7 @@ class FakeChannel : public Channel {
         m.nr = XEN_BUSPROF_EXTRACT_MAX;
         m.tsc = now();
         m.seq = ++seq_;
-        uint32_t prod = page->ctrl_prod;
-        page->ring[prod % XEN_BUSPROF_CTRL_RING_SIZE] = m;
-        __atomic_store_n(&page->ctrl_prod, prod + 1, __ATOMIC_RELEASE);
+        BusprofPage(page).post_ctrl(m);
     }
     uint64_t last_seq() const { return seq_; }
 
@@ -188,11 +187,7 @@ class FakeChannel : public Channel {
     }
     // Xen's routing decision for vCPU v's access, which stamps it.
     void stamp(unsigned v, uint16_t port) {
-        xen_busprof_stamp& st = page->stamp[v];
-        st.rip = 0x401000 + port;
-        st.tsc_trap = now();
-        page->who[v].task = 4242;
-        __atomic_store_n(&st.seq, st.seq + 1, __ATOMIC_RELEASE);
+        BusprofPage(page).stamp_trap(v, 0x401000 + port, now(), 4242);
     }
     // The ioreq of the access vCPU v was routed for, sent.
     void ready(unsigned v, uint16_t port, bool write, uint32_t data = 0, bool notify = true) {
@@ -233,9 +228,7 @@ class FakeChannel : public Channel {
         EXPECT_EQ(unsigned{ioreq_state(p)}, unsigned{STATE_IORESP_READY});
         uint32_t value = static_cast<uint32_t>(p->data);
         set_ioreq_state(p, STATE_IOREQ_NONE);
-        xen_busprof_stamp& st = page->stamp[v];
-        st.tsc_resume = now();
-        __atomic_store_n(&st.resume_seq, st.seq, __ATOMIC_RELEASE);
+        BusprofPage(page).stamp_resume(v, now());
         return value;
     }
 
@@ -805,7 +798,7 @@ TEST_F(DaemonTest, LostControlMessagesAreReadBackFromXensTable) {
     EXPECT_CALL(*bus, access(0x71, 1u, false, _)).WillOnce(SetArgPointee<3>(0x26));
     xen_traps = {{0x70, 0x71}};
     start();
-    __atomic_store_n(&chan->page->ctrl_lost, 4u, __ATOMIC_RELEASE);
+    BusprofPage(chan->page).lose_ctrl(4);
     chan->send(0, 0x71, false);
     EXPECT_EQ(chan->resume(0), 0x26u);
     EXPECT_EQ(finish(), EXIT_SUCCESS);
