@@ -2,6 +2,7 @@
 #include "daemon.h"
 
 #include "clock.h"
+#include "control_reply.h"
 #include "error.h"
 #include "ioreq_slot.h"
 
@@ -10,7 +11,6 @@
 #include <cstdio>
 #include <cstring>
 #include <sched.h>
-#include <sstream>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/timerfd.h>
@@ -805,7 +805,7 @@ std::string Daemon::control(const std::string& line) {
     try {
         cmd = parse_control_request(line);
     } catch (const UserError& e) {
-        return std::string("ERR ") + e.what() + "\nHINT " + e.hint() + "\n";
+        return control_err(e.what(), e.hint());
     }
     if (cmd == ControlCommand::flush) {
         // In steps, so that a writer that cannot write (another connection
@@ -817,11 +817,11 @@ std::string Daemon::control(const std::string& line) {
         const Writer::FlushMark mark = writer_->request_flush();
         for (int waited = 0;; waited += 100) {
             if (writer_->flushed(mark, 100))
-                return "OK\n";
+                return control_ok();
             std::string err = writer_->last_error();
             if (!err.empty() || waited >= 10000)
-                return "ERR the trace DB cannot be written: " +
-                       (err.empty() ? std::string("not written within 10 s") : err) + "\n";
+                return control_err("the trace DB cannot be written: " +
+                                   (err.empty() ? std::string("not written within 10 s") : err));
         }
     }
     auto req = std::make_shared<Request>();
@@ -834,7 +834,7 @@ std::string Daemon::control(const std::string& line) {
     uint64_t one = 1;
     (void)!::write(wake_.get(), &one, sizeof(one));
     if (answer.wait_for(std::chrono::seconds(2)) != std::future_status::ready)
-        return "ERR the daemon did not answer within 2 s\n";
+        return control_err("the daemon did not answer within 2 s");
     std::string reply = answer.get();
     // The session's row id is the writer's to give.
     auto at = reply.find("{session}");
@@ -861,14 +861,20 @@ std::string Daemon::handle(ControlCommand cmd) {
     uint64_t now = now_ns();
     try {
         if (cmd == ControlCommand::status) {
-            std::ostringstream o;
-            o << "session {session} domain " << dom_.name << " domid " << dom_.domid << " state "
-              << to_string(session_.state()) << " recorded " << writer_->committed(session_ord_)
-              << " dropped " << counters_.dropped << " unrecorded " << counters_.unrecorded
-              << " timeouts " << counters_.timeouts << " traps " << traps_.size() << " queue "
-              << writer_->queued() << "/" << writer_->queue_capacity() << " db " << writer_->path()
-              << "\nOK\n";
-            return o.str();
+            using std::to_string;
+            return control_ok(
+                status_line({{"session", "{session}"},
+                             {"domain", dom_.name},
+                             {"domid", to_string(dom_.domid)},
+                             {"state", busprof::to_string(session_.state())},
+                             {"recorded", to_string(writer_->committed(session_ord_))},
+                             {"dropped", to_string(counters_.dropped)},
+                             {"unrecorded", to_string(counters_.unrecorded)},
+                             {"timeouts", to_string(counters_.timeouts)},
+                             {"traps", to_string(traps_.size())},
+                             {"queue", to_string(writer_->queued()) + "/" +
+                                           to_string(writer_->queue_capacity())},
+                             {"db", writer_->path()}}));
         }
         static const std::pair<ControlCommand, SessionAction> actions[] = {
             {ControlCommand::pause, SessionAction::pause},
@@ -893,12 +899,11 @@ std::string Daemon::handle(ControlCommand cmd) {
                                        : name;
                 transition(kind, "user", now);
             }
-            return "session {session} is " + std::string(to_string(session_.state())) + "\nOK\n";
+            return control_ok("session {session} is " + std::string(to_string(session_.state())));
         }
-        return std::string("ERR the daemon cannot ") + to_string(cmd) + "\n";
+        return control_err(std::string("the daemon cannot ") + to_string(cmd));
     } catch (const UserError& e) {
-        return std::string("ERR ") + e.what() + (e.hint().empty() ? "" : "\nHINT " + e.hint()) +
-               "\n";
+        return control_err(e.what(), e.hint());
     }
 }
 
