@@ -5,10 +5,10 @@
 #include "control_reply.h"
 #include "error.h"
 #include "ioreq_slot.h"
+#include "log.h"
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <sched.h>
 #include <sys/eventfd.h>
@@ -85,8 +85,7 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
                         : hv->op(XEN_BUSPROF_extract_reply, &rep, sizeof(rep), plain.data(),
                                  plain.size() * sizeof(plain[0]));
         if (!st)
-            std::fprintf(stderr, "busprof: warning: extract reply refused: %s\n",
-                         st.error().message().c_str());
+            log(LogLevel::warning, "extract reply refused: %s", st.error().message().c_str());
     });
 
     // The socket appears once the daemon is attached: a client that sees
@@ -133,18 +132,16 @@ uint64_t Daemon::finish() {
     if (writer_) {
         lost = writer_->close(5000);
         if (lost)
-            std::fprintf(stderr,
-                         "busprof: error: %llu records and notes could not be written to"
-                         " %s: %s\n",
-                         static_cast<unsigned long long>(lost), cfg_.db.c_str(),
-                         writer_->last_error().c_str());
+            log(LogLevel::error, "%llu records and notes could not be written to %s: %s",
+                static_cast<unsigned long long>(lost), cfg_.db.c_str(),
+                writer_->last_error().c_str());
         if (writer_->rt_refused())
-            std::fprintf(stderr,
-                         "busprof: warning: the writer's commits ran at its nice value, not at"
-                         " SCHED_FIFO priority %d (--writer-rtprio): that needs CAP_SYS_NICE or an"
-                         " RLIMIT_RTPRIO of %d; where the guest's accesses keep a CPU busy, the"
-                         " scheduler may cut a burst and hold more accesses\n",
-                         cfg_.writer_rtprio, cfg_.writer_rtprio);
+            log(LogLevel::warning,
+                "the writer's commits ran at its nice value, not at SCHED_FIFO priority %d"
+                " (--writer-rtprio): that needs CAP_SYS_NICE or an RLIMIT_RTPRIO of %d; where the "
+                "guest's accesses keep a"
+                " CPU busy, the scheduler may cut a burst and hold more accesses",
+                cfg_.writer_rtprio, cfg_.writer_rtprio);
         writer_.reset();
     }
     return lost;
@@ -173,8 +170,8 @@ void Daemon::calibrate_clock() {
         }
     }
     clock_error_ns_ = static_cast<int64_t>(best / 2);
-    std::fprintf(stderr, "busprof: Xen clock offset %lld ns, +/- %llu ns\n",
-                 static_cast<long long>(tsc_offset_), static_cast<unsigned long long>(best / 2));
+    log(LogLevel::info, "Xen clock offset %lld ns, +/- %llu ns",
+        static_cast<long long>(tsc_offset_), static_cast<unsigned long long>(best / 2));
 }
 
 void Daemon::stop(const char* cause) {
@@ -229,11 +226,10 @@ void Daemon::raise_serving_thread() {
     if (was == want)
         return;
     if (!set_nice(tid, want))
-        std::fprintf(stderr,
-                     "busprof: warning: the thread that serves the guest stays at nice %d, not %d"
-                     " (--serve-nice): raising it needs CAP_SYS_NICE; where dom0's CPU is busy, "
-                     "accesses may wait for it\n",
-                     was, want);
+        log(LogLevel::warning,
+            "the thread that serves the guest stays at nice %d, not %d (--serve-nice):"
+            " raising it needs CAP_SYS_NICE; where dom0's CPU is busy, accesses may wait for it",
+            was, want);
 }
 
 // The loop turns at least every within_ms when no event comes.  The
@@ -306,8 +302,8 @@ int Daemon::run() {
         drain();
     finalize_all(true);
     if (gone_) {
-        std::fprintf(stderr, "busprof: error: the %s hypervisor went away: stopping the session\n",
-                     hv_->name().c_str());
+        log(LogLevel::error, "the %s hypervisor went away: stopping the session",
+            hv_->name().c_str());
         writer_->add_event({session_ord_, "hypervisor_gone", now_ns(),
                             "the " + hv_->name() + " hypervisor's connection closed"});
         end_session("hypervisor_gone");
@@ -488,8 +484,8 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
                             counters_.timeouts
                                 ? "Xen detached the profiler after a timeout"
                                 : "Xen detached the profiler: the domain is going away"});
-        std::fprintf(stderr, "busprof: Xen detached the profiler from domain %s%s\n",
-                     dom_.name.c_str(), counters_.timeouts ? " after a timeout" : "");
+        log(LogLevel::info, "Xen detached the profiler from domain %s%s", dom_.name.c_str(),
+            counters_.timeouts ? " after a timeout" : "");
         detached_ = true;
         break;
     }
