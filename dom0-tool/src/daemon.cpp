@@ -56,37 +56,7 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
     seen_lost_ = page_.ctrl_lost();
     if (!page_.stamps_dom0_clock())
         calibrate_clock();
-
-    // The writer answers extracts once the records before them are in.
-    // A Xen of interface 1.2 or later takes extended records (who made
-    // each access); an older one only the plain ones.
-    Hypervisor* hv = hv_.get();
-    bool ext = chan_->page->version >= 0x00010002u;
-    writer_->on_extract([hv, ext](const ExtractRequest& r, ExtractResult& res) {
-        xen_busprof_extract_reply rep{};
-        rep.domid = r.domid;
-        rep.request = r.msg.seq;
-        rep.status = res.status;
-        rep.total = res.total;
-        rep.snapshot = res.snapshot;
-        rep.nr = static_cast<uint32_t>(res.records.size());
-        std::vector<xen_busprof_record> plain;
-        if (ext) {
-            rep.flags = XEN_BUSPROF_REPLY_EXT;
-        } else {
-            plain.reserve(res.records.size());
-            for (const auto& e : res.records) {
-                plain.push_back(e.rec);
-                plain.back().flags &= ~XEN_BUSPROF_RECORD_WHO;
-            }
-        }
-        Status st = ext ? hv->op(XEN_BUSPROF_extract_reply, &rep, sizeof(rep), res.records.data(),
-                                 res.records.size() * sizeof(res.records[0]))
-                        : hv->op(XEN_BUSPROF_extract_reply, &rep, sizeof(rep), plain.data(),
-                                 plain.size() * sizeof(plain[0]));
-        if (!st)
-            log(LogLevel::warning, "extract reply refused: %s", st.error().message().c_str());
-    });
+    answer_extracts();
 
     // The socket appears once the daemon is attached: a client that sees
     // it can rely on that.
@@ -96,6 +66,20 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
 
     // Only a daemon that is fully set up leaves a session row behind.
     begin_session(now_ns());
+}
+
+// The writer answers the guest's extracts once the records before them
+// are in, on a hypervisor handle of its own: a reply never waits for a
+// call of the ioreq thread's on a shared connection, nor holds one up.
+void Daemon::answer_extracts() {
+    std::shared_ptr<Hypervisor> hv = hv_->reopen();
+    const bool extended = page_.takes_extended_records();
+    writer_->on_extract([hv, extended](const ExtractRequest& r, ExtractResult& res) {
+        Status st = reply_extract(
+            *hv, {r.domid, r.msg.seq, res.status, res.total, res.snapshot, res.records}, extended);
+        if (!st)
+            log(LogLevel::warning, "extract reply refused: %s", st.error().message().c_str());
+    });
 }
 
 // A new session row (at start, and at each rearm) and its first counters.

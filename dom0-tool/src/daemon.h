@@ -109,6 +109,7 @@ class Daemon {
         uint64_t t0 = 0, t1 = 0, now = 0; // the bus access; the answer's time
     };
 
+    void answer_extracts();
     // ioreq thread
     void raise_serving_thread();
     void arm_tick(uint64_t now, int within_ms);

@@ -182,11 +182,17 @@ class SimChannel : public Channel {
 class SimHypervisorClient : public Hypervisor {
   public:
     explicit SimHypervisorClient(const std::string& socket)
-        : conn_(std::make_shared<SimConn>(socket)) {
+        : socket_(socket), conn_(std::make_shared<SimConn>(socket)) {
         conn_->acquire_machine();
     }
 
     std::string name() const override { return "sim"; }
+
+    // A connection of its own: a call on it never waits for one of this
+    // handle's (SimConn's lock).
+    std::unique_ptr<Hypervisor> reopen() override {
+        return std::make_unique<SimHypervisorClient>(socket_);
+    }
 
     DomainInfo lookup(const std::string& dom) override {
         bp_sim_msg m{};
@@ -276,6 +282,7 @@ class SimHypervisorClient : public Hypervisor {
     }
 
   private:
+    std::string socket_;
     std::shared_ptr<SimConn> conn_;
 };
 

@@ -277,6 +277,8 @@ class FakeHypervisor : public Hypervisor {
     std::unique_ptr<Channel> attach(const DomainInfo&, unsigned) override {
         return std::make_unique<ChannelEnd>(ch_);
     }
+    // The daemon's handles forward to this one (DaemonTest::Forward).
+    std::unique_ptr<Hypervisor> reopen() override { return nullptr; }
 
   private:
     std::shared_ptr<FakeChannel> ch_;
@@ -329,8 +331,8 @@ class DaemonTest : public ::testing::Test {
 
         cfg.domain = "guest";
         cfg.db = (dir_ / "trace.db").string();
-        cfg.hypervisor_factory = [h = std::shared_ptr<Hypervisor>(std::move(hv))]() mutable {
-            return std::unique_ptr<Hypervisor>(new Forward(h));
+        cfg.hypervisor_factory = [this, h = std::shared_ptr<Hypervisor>(std::move(hv))]() mutable {
+            return std::unique_ptr<Hypervisor>(new Forward(h, 0, &reply_handle));
         };
         cfg.bus_factory = [b = std::shared_ptr<Bus>(std::move(b))]() mutable {
             return std::unique_ptr<Bus>(new ForwardBus(b));
@@ -380,17 +382,27 @@ class DaemonTest : public ::testing::Test {
 
     // The factories hand out owners that forward to the objects the test
     // set expectations on, which stay alive for the whole test.
+    // Each handle the daemon opens (its own, then reopen()'s) is numbered;
+    // *reply_handle is the one an extract reply went through.
     struct Forward : Hypervisor {
-        explicit Forward(std::shared_ptr<Hypervisor> h) : h(std::move(h)) {}
+        Forward(std::shared_ptr<Hypervisor> h, int handle, std::atomic<int>* reply_handle)
+            : h(std::move(h)), handle(handle), reply_handle(reply_handle) {}
         std::string name() const override { return h->name(); }
         DomainInfo lookup(const std::string& d) override { return h->lookup(d); }
         Status op(unsigned c, void* a, size_t s, const void* r, size_t n) override {
+            if (c == XEN_BUSPROF_extract_reply)
+                reply_handle->store(handle);
             return h->op(c, a, s, r, n);
         }
         std::unique_ptr<Channel> attach(const DomainInfo& d, unsigned t) override {
             return h->attach(d, t);
         }
+        std::unique_ptr<Hypervisor> reopen() override {
+            return std::make_unique<Forward>(h, handle + 1, reply_handle);
+        }
         std::shared_ptr<Hypervisor> h;
+        int handle;
+        std::atomic<int>* reply_handle;
     };
     struct ForwardBus : Bus {
         explicit ForwardBus(std::shared_ptr<Bus> b) : b(std::move(b)) {}
@@ -410,6 +422,7 @@ class DaemonTest : public ::testing::Test {
     std::unique_ptr<Daemon> daemon;
     std::thread runner;
     std::thread::id run_thread;
+    std::atomic<int> reply_handle{-1};
     int rc = -1;
 };
 
@@ -754,6 +767,31 @@ TEST_F(DaemonTest, TheWriterAnswersAnExtractNotTheIoreqThread) {
                   XEN_BUSPROF_RECORD_WHO);
         EXPECT_EQ(seen.recs[i].task, 4242u); // FakeChannel::send's who[]
     }
+}
+
+// The writer's extract reply goes through a hypervisor handle of its own
+// (Hypervisor::reopen), never the one the ioreq thread calls on: on the
+// simulator a handle is a connection whose calls take turns under a lock,
+// and the two threads would wait for each other there.
+TEST_F(DaemonTest, TheWriterRepliesOnAHypervisorHandleOfItsOwn) {
+    EXPECT_CALL(*bus, grant(0x2f8, 0x2ff));
+    EXPECT_CALL(*bus, access(0x2fc, 1u, true, _));
+    std::promise<void> answered;
+    EXPECT_CALL(*hv, op(XEN_BUSPROF_extract_reply, _, _, _, _))
+        .WillOnce(Invoke([&](unsigned, void*, size_t, const void*, size_t) -> Status {
+            answered.set_value();
+            return Ok{};
+        }));
+    start();
+    chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
+    chan->send(0, 0x2fc, true, 0x10);
+    chan->resume(0);
+    chan->post(XEN_BUSPROF_CTRL_extract, 0x2f8, 0x2ff);
+    chan->report({Channel::Ev::ring, 0});
+    auto f = answered.get_future();
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    EXPECT_EQ(finish(), EXIT_SUCCESS);
+    EXPECT_EQ(reply_handle.load(), 1) << "0 is the daemon's own handle";
 }
 
 // A Xen before 1.2 takes only plain records, which say nothing of who.
