@@ -22,7 +22,6 @@ class PortBus : public Bus {
             throw SystemError("ioperm " + std::to_string(first) + "-" + std::to_string(last),
                               errno);
     }
-    void revoke(uint16_t first, uint16_t last) override { ::ioperm(first, last - first + 1u, 0); }
     void access(uint16_t port, unsigned size, bool write, uint32_t* value) override {
         if (write) {
             switch (size) {
@@ -67,7 +66,6 @@ class SimBus : public Bus {
     explicit SimBus(const SimBusConfig& c) : cfg_(c) {}
     std::string name() const override { return "sim"; }
     void grant(uint16_t, uint16_t) override { machine(); }
-    void revoke(uint16_t, uint16_t) override {}
 
     void access(uint16_t port, unsigned size, bool write, uint32_t* value) override {
         uint32_t r = machine().access(port, size, write, *value);

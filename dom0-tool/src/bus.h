@@ -16,9 +16,8 @@ class Bus {
   public:
     virtual ~Bus() = default;
     virtual std::string name() const = 0;
-    // Called when a range becomes trapped / untrapped (port: ioperm).
+    // Called when a range becomes trapped (port: ioperm); kept to the end.
     virtual void grant(uint16_t first, uint16_t last) = 0;
-    virtual void revoke(uint16_t first, uint16_t last) = 0;
     // One access; for reads, *value receives the result.
     virtual void access(uint16_t port, unsigned size, bool write, uint32_t* value) = 0;
 };

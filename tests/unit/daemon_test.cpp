@@ -288,7 +288,6 @@ class MockBus : public Bus {
   public:
     std::string name() const override { return "mock"; }
     MOCK_METHOD(void, grant, (uint16_t, uint16_t), (override));
-    MOCK_METHOD(void, revoke, (uint16_t, uint16_t), (override));
     MOCK_METHOD(void, access, (uint16_t, unsigned, bool, uint32_t*), (override));
 };
 
@@ -296,7 +295,6 @@ class MockBus : public Bus {
 struct NullBus : Bus {
     std::string name() const override { return "null"; }
     void grant(uint16_t, uint16_t) override {}
-    void revoke(uint16_t, uint16_t) override {}
     void access(uint16_t, unsigned, bool write, uint32_t* v) override {
         if (!write)
             *v = 0x5a;
@@ -408,7 +406,6 @@ class DaemonTest : public ::testing::Test {
         explicit ForwardBus(std::shared_ptr<Bus> b) : b(std::move(b)) {}
         std::string name() const override { return b->name(); }
         void grant(uint16_t f, uint16_t l) override { b->grant(f, l); }
-        void revoke(uint16_t f, uint16_t l) override { b->revoke(f, l); }
         void access(uint16_t p, unsigned s, bool w, uint32_t* v) override { b->access(p, s, w, v); }
         std::shared_ptr<Bus> b;
     };
