@@ -22,13 +22,7 @@ namespace busprof {
 Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers) {
     if (cfg_.domain.empty())
         throw UserError("no domain given", "name the guest to profile: busprof daemon DOMAIN");
-    if (cfg_.bus_factory)
-        bus_ = cfg_.bus_factory();
-    else if (cfg_.bus == "sim")
-        bus_ = make_sim_bus(cfg_.sim_bus);
-    else if (cfg_.bus == "port")
-        bus_ = make_port_bus();
-    else
+    if (!cfg_.bus_factory && cfg_.bus != "sim" && cfg_.bus != "port")
         throw UserError("unknown bus '" + cfg_.bus + "'", "use --bus sim or --bus port");
 
     writer_ =
@@ -36,6 +30,13 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
                                  cfg_.burst_ms, cfg_.burst_rows, cfg_.writer_rtprio);
     hv_ = cfg_.hypervisor_factory ? cfg_.hypervisor_factory()
                                   : make_hypervisor(cfg_.backend, cfg_.sim_socket);
+    // After the hypervisor: a simulated one has the devices a sim bus reaches.
+    if (cfg_.bus_factory)
+        bus_ = cfg_.bus_factory();
+    else if (cfg_.bus == "sim")
+        bus_ = make_sim_bus(cfg_.sim_bus, hv_->simulated_machine());
+    else
+        bus_ = make_port_bus();
     dom_ = hv_->lookup(cfg_.domain);
     wake_ = FD(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!wake_)

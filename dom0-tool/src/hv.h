@@ -20,6 +20,10 @@ extern "C" {
 
 namespace busprof {
 
+namespace sim {
+class Machine;
+}
+
 struct DomainInfo {
     uint16_t domid = 0;
     std::string name;
@@ -75,6 +79,9 @@ class Hypervisor {
     // Another handle on the same hypervisor, for another thread: it shares
     // no connection and no lock with this one.  Throws.
     virtual std::unique_ptr<Hypervisor> reopen() = 0;
+    // The machine whose devices the simulated guests' ports reach, for the
+    // sim bus (sim/machine.h); none where the guests reach real hardware.
+    virtual std::shared_ptr<sim::Machine> simulated_machine() { return nullptr; }
 };
 
 std::unique_ptr<Hypervisor> make_sim_hypervisor(const std::string& socket);
