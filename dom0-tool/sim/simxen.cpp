@@ -98,6 +98,7 @@ struct IoreqServer {
 };
 
 struct SimHypervisor::Domain {
+    SimHypervisor* sim = nullptr; // the one it belongs to: the host hooks find it here
     struct domain d {};
     std::vector<struct vcpu> vcpus;
     DomainConfig cfg;
@@ -146,12 +147,33 @@ static FD make_eventfd(int flags = EFD_NONBLOCK) {
     return fd;
 }
 
-static std::vector<SimHypervisor::Domain*>* g_domains;
-
 // Stamp clock skew (set_stamp_skew): how far the clock of the CPUs that run
-// guest vCPUs is ahead of dom0's.  Each connection thread is one CPU.
+// guest vCPUs is ahead of dom0's.
 static std::atomic<int64_t> g_stamp_skew_ns{0};
-static thread_local bool t_guest_cpu = false;
+
+// The vCPU whose work the hypervisor core does now on this simulated CPU,
+// as Xen's per-CPU `current` names it (a connection's thread is the CPU its
+// vCPU runs on).  The stamp clock is that CPU's: a guest's CPU runs ahead
+// by the skew, dom0's does not.  Set explicitly around each call into the
+// core for a vCPU (RunningOn): the core's clock hook takes no vCPU, and
+// code that runs for none (dom0's hypervisor-side work) reads dom0's clock.
+static thread_local const struct vcpu* t_current = nullptr;
+
+class RunningOn {
+  public:
+    explicit RunningOn(const struct vcpu* v) : was_(std::exchange(t_current, v)) {}
+    ~RunningOn() { t_current = was_; }
+    RunningOn(const RunningOn&) = delete;
+    RunningOn& operator=(const RunningOn&) = delete;
+
+  private:
+    const struct vcpu* was_;
+};
+
+static int64_t stamp_skew_of_current() {
+    const struct vcpu* v = t_current;
+    return v && v->domain->domain_id != 0 ? g_stamp_skew_ns.load() : 0;
+}
 
 } // namespace busprof::sim
 
@@ -167,9 +189,8 @@ struct domain* busprof_host_get_target(struct domain* caller, domid_t domid, int
         *rc = -EPERM;
         return nullptr;
     }
-    for (auto* dom : *busprof::sim::g_domains)
-        if (dom->d.domain_id == domid)
-            return &dom->d;
+    if (auto* dom = host_of(caller)->sim->find(domid))
+        return &dom->d;
     *rc = -ESRCH;
     return nullptr;
 }
@@ -240,8 +261,7 @@ void busprof_host_evtchn_free(struct domain* d, unsigned int port) {
 // guests' CPUs run ahead by it and the page no longer says the clock is
 // dom0's, so that the profiler relates the two as it must on Xen.
 uint64_t busprof_host_tsc(void) {
-    int64_t skew = busprof::sim::t_guest_cpu ? busprof::sim::g_stamp_skew_ns.load() : 0;
-    return static_cast<uint64_t>(NOW() + skew);
+    return static_cast<uint64_t>(NOW() + busprof::sim::stamp_skew_of_current());
 }
 uint32_t busprof_host_tsc_khz(void) {
     return 1000000;
@@ -258,14 +278,12 @@ namespace busprof::sim {
 
 SimHypervisor::SimHypervisor(std::string socket_path, std::vector<DomainConfig> domains)
     : socket_path_(std::move(socket_path)) {
-    static std::vector<Domain*> all;
-    all.clear();
-    g_domains = &all;
     for (auto& cfg : domains) {
         for (auto& other : domains_)
             if (other->cfg.domid == cfg.domid || other->cfg.name == cfg.name)
                 throw UserError("domain " + cfg.name + " configured twice");
         auto dom = std::make_unique<Domain>();
+        dom->sim = this;
         dom->cfg = cfg;
         dom->d.domain_id = cfg.domid;
         dom->d.max_vcpus = cfg.vcpus;
@@ -279,10 +297,10 @@ SimHypervisor::SimHypervisor(std::string socket_path, std::vector<DomainConfig> 
         for (auto r : cfg.ioports)
             if (busprof_ranges_add(&dom->ioports, r.first, r.last, true))
                 throw UserError("too many I/O port ranges for domain " + cfg.name);
-        all.push_back(dom.get());
         domains_.push_back(std::move(dom));
     }
     dom0_ = std::make_unique<Domain>();
+    dom0_->sim = this;
     dom0_->d.domain_id = 0;
     dom0_->d.max_vcpus = 1;
     dom0_->d.host = dom0_.get();
@@ -592,8 +610,6 @@ void SimHypervisor::handle(Conn& c, const bp_sim_msg& m, const std::vector<uint8
     r.nr = 0;
     std::vector<uint8_t> out;
     std::vector<FD> fds;
-    // Whatever a guest's message makes the hypervisor do runs on its vCPU.
-    t_guest_cpu = c.role == BP_SIM_ROLE_GUEST;
 
     if (m.version != BP_SIM_VERSION || (m.type != BP_SIM_HELLO && !c.role)) {
         r.rc = -EPROTO;
@@ -758,6 +774,7 @@ void SimHypervisor::hand_out(Conn& c, const bp_sim_msg& m, bp_sim_msg& r, std::v
 void SimHypervisor::hypercall(Conn& c, const bp_sim_msg& m, const std::vector<uint8_t>& payload,
                               bp_sim_msg& r, std::vector<uint8_t>& out) {
     struct vcpu* v = c.role == BP_SIM_ROLE_GUEST ? &c.dom->vcpus[c.vcpu] : &dom0_->vcpus[0];
+    const RunningOn on(v);
     alignas(8) uint8_t arg[BP_SIM_ARG_MAX];
     std::memcpy(arg, m.arg, sizeof(arg));
     // Records as the sub-op has them: plain or extended (sim-proto.h).
@@ -814,6 +831,7 @@ struct SimHypervisor::Waiting {
 void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
     Domain* dom = c.dom;
     struct vcpu* v = &dom->vcpus[c.vcpu];
+    const RunningOn on(v);
     unsigned size = r.size;
 
     // Before anything uses size: a guest chooses it.

@@ -56,6 +56,8 @@ class SimHypervisor {
 
     struct Domain;
     struct Conn;
+    // A guest domain by id (the host hooks' target of a dom0 sub-op), or null.
+    Domain* find(uint16_t domid);
 
   private:
     void accept_conn(int listen_fd, Domain* dom);
@@ -81,7 +83,6 @@ class SimHypervisor {
     int64_t arm_timer(Domain& dom, unsigned vcpu, int from_dm); // NOW() units
     Answer wait_for_answer(Domain& dom, const Waiting& w, int64_t deadline);
     void drop_conn(Conn& c);
-    Domain* find(uint16_t domid);
     Domain* find(const std::string& name);
 
     std::string socket_path_;
