@@ -77,13 +77,13 @@ class Daemon {
     // to create it, 0 if it has not.
     int64_t session_id(int wait_ms);
     const DomainInfo& domain() const { return dom_; }
-    // What keeps the writer's storage work out of an access (for tests).
-    AccessGate& storage_gate() { return writer_->gate(); }
 
     // Control thread: one request line, its reply.
     std::string control(const std::string& line);
 
   private:
+    friend class DaemonTestPeer; // tests/unit/daemon_test.cpp
+
     struct Pending {
         bool valid = false;
         bool record = false;

@@ -423,6 +423,17 @@ class DaemonTest : public ::testing::Test {
     int rc = -1;
 };
 
+} // namespace
+
+// What only the tests look at inside a daemon.
+class DaemonTestPeer {
+  public:
+    // What keeps the writer's storage work out of an access.
+    static AccessGate& storage_gate(Daemon& d) { return d.writer_->gate(); }
+};
+
+namespace {
+
 // The slot's state read and written as its byte agrees with Xen's bit-field
 // declaration, and a new state leaves the requester's bits of that byte.
 TEST(IoreqSlot, TheStateByteIsTheBitFieldOfXensDeclaration) {
@@ -461,13 +472,13 @@ TEST_F(DaemonTest, StorageWorkWaitsWhileAnAccessIsServed) {
     EXPECT_CALL(*bus, grant(0x2f8, 0x2ff));
     EXPECT_CALL(*bus, access(0x2ff, 1u, true, _))
         .WillOnce([&](uint16_t, unsigned, bool, uint32_t*) {
-            closed_during = !daemon->storage_gate().wait_outside(0);
+            closed_during = !DaemonTestPeer::storage_gate(*daemon).wait_outside(0);
         });
     start();
     chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
     chan->send(0, 0x2ff, true, 0x5a);
     chan->resume(0);
-    EXPECT_TRUE(daemon->storage_gate().wait_outside(1'000'000'000));
+    EXPECT_TRUE(DaemonTestPeer::storage_gate(*daemon).wait_outside(1'000'000'000));
     EXPECT_EQ(finish(), EXIT_SUCCESS);
     EXPECT_EQ(closed_during, 1);
 }
