@@ -99,7 +99,7 @@ fuzz: deps
 # BENCH_FLAGS: busprof-bench's options, e.g. --rows 10000000 --rounds 3 --pin
 BENCH_FLAGS ?=
 # TRAP_FLAGS: tests/bench/trap_path.py's options (--pin, --vcpus 1,2,4, --rounds R,
-# --writer-nice N, --writer-rtprio N, --burst-rows N, --queue N, --idle-hog with --pin).
+# --queue N, --idle-hog with --pin).
 bench: build
 	$(BUILD)/tests/busprof-bench $(BENCH_FLAGS)
 	python3 tests/bench/trap_path.py --bin $(BUILD) $(TRAP_FLAGS)

@@ -31,27 +31,6 @@ void setup_daemon(CLI::App& app, Globals& g, Runner& run) {
         ->check(integer_in(1, 60000, "ms"));
     c->add_option("--queue", cfg->queue_capacity, "record queue capacity (transactions)")
         ->check(integer_in(2, 1u << 24));
-    c->add_option("--writer-nice", cfg->writer_nice,
-                  "nice value of the threads that write the trace DB (-20 to 19)")
-        ->capture_default_str()
-        ->check(signed_in(-20, 19));
-    c->add_option("--writer-rtprio", cfg->writer_rtprio,
-                  "SCHED_FIFO priority of the writer's bursts (1-99; 0: at --writer-nice)")
-        ->capture_default_str()
-        ->check(integer_in(0, 99));
-    c->add_option("--burst-ms", cfg->burst_ms,
-                  "longest a record waits for the writer's next commit, in ms")
-        ->capture_default_str()
-        ->check(integer_in(1, 60000, "ms"));
-    c->add_option("--burst-rows", cfg->burst_rows,
-                  "records that make one of the writer's commits (at most a quarter of --queue)")
-        ->capture_default_str()
-        ->check(integer_in(1, 1u << 22));
-    c->add_option_function<int>(
-         "--serve-nice", [cfg](int n) { cfg->serve_nice = n; },
-         "nice value of the thread that serves the guest's accesses (-20 to 19; default: "
-         "with --backend xen -10, or the daemon's if lower; with sim the daemon's)")
-        ->check(signed_in(-20, 19));
     auto verbose = std::make_shared<bool>(false), quiet = std::make_shared<bool>(false);
     c->add_flag("-q,--quiet", *quiet, "print errors only, not warnings and progress")
         ->excludes(c->add_flag("-v,--verbose", *verbose, "also print libxen's debug messages"));

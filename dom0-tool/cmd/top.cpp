@@ -259,7 +259,7 @@ void setup_top(CLI::App& app, Globals& g, Runner& run) {
                 double secs = std::chrono::duration<double>(now - t_prev).count();
                 t_prev = now;
                 // What the daemon recorded until now, written: records wait
-                // for the writer's next burst (up to --burst-ms), and a frame
+                // for the writer's next burst (up to a second), and a frame
                 // would otherwise count them when they were written, in lumps.
                 // Where the DB cannot be written (another connection holds
                 // its lock, a full disk) the daemon says so at once, and the

@@ -122,9 +122,8 @@ uint64_t Daemon::finish() {
                 writer_->last_error().c_str());
         if (writer_->rt_refused())
             log(LogLevel::warning,
-                "the writer's commits ran at its nice value, not at SCHED_FIFO priority %d"
-                " (--writer-rtprio): that needs CAP_SYS_NICE or an RLIMIT_RTPRIO of %d; where the "
-                "guest's accesses keep a"
+                "the writer's commits ran at its nice value, not at SCHED_FIFO priority %d: that"
+                " needs CAP_SYS_NICE or an RLIMIT_RTPRIO of %d; where the guest's accesses keep a"
                 " CPU busy, the scheduler may cut a burst and hold more accesses",
                 cfg_.writer_rtprio, cfg_.writer_rtprio);
         writer_.reset();
@@ -187,9 +186,9 @@ uint64_t Daemon::to_ns(uint64_t tsc) const {
 // one vCPU busy with the test's own processes: 280-380 us a wake-up on
 // average, against 28-49 us for a plain ioreq server's thread beside it,
 // and the accesses that waited a tick of dom0's kernel or more made the
-// p99).  So on Xen it runs above dom0's other work (nice -10 by default,
-// --serve-nice) and below the writer's bursts, which begin only between
-// accesses (AccessGate).  On the simulator the guest's vCPUs are dom0
+// p99).  So on Xen it runs above dom0's other work (nice -10 by default)
+// and below the writer's bursts, which begin only between accesses
+// (AccessGate).  On the simulator the guest's vCPUs are dom0
 // threads at nice 0, and a thread above them reordered them: with 4 vCPUs,
 // pinned, recording on, p99.9 1.35-1.65x that with recording off, against
 // 0.96-1.01x with the thread at their level (trap_path.py --pin, three
@@ -212,8 +211,8 @@ void Daemon::raise_serving_thread() {
         return;
     if (!set_nice(tid, want))
         log(LogLevel::warning,
-            "the thread that serves the guest stays at nice %d, not %d (--serve-nice):"
-            " raising it needs CAP_SYS_NICE; where dom0's CPU is busy, accesses may wait for it",
+            "the thread that serves the guest stays at nice %d, not %d: raising it needs"
+            " CAP_SYS_NICE; where dom0's CPU is busy, accesses may wait for it",
             was, want);
 }
 

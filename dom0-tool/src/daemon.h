@@ -41,14 +41,21 @@ struct DaemonConfig {
     unsigned timeout_ms = 1000;
     size_t queue_capacity = 65536;
     size_t note_capacity = 4096;
+    // The writer's scheduling, tuned (docs/design.md, "The writer's bursts")
+    // and not for the user to choose:
+    // its threads above the one that serves the guest, so a burst is not cut;
     int writer_nice = Writer::kDefaultWriterNice;
-    int burst_ms = Writer::kBurstMs;                  // longest a record waits for its commit
-    size_t burst_rows = Writer::kBurstRows;           // records that make a burst
-    int writer_rtprio = Writer::kDefaultWriterRtprio; // a burst's SCHED_FIFO priority, 0: none
-    // The nice value of the thread that serves the guest (Daemon::run):
-    // --serve-nice, exactly; unset, on Xen at most kXenServeNice (above
-    // dom0's other work, below the writer's bursts), on the simulator, whose
-    // guest vCPUs are dom0 threads too, as the daemon was started.
+    // a burst every second at most, so that a slow guest's records wait at most that;
+    int burst_ms = Writer::kBurstMs;
+    // 8192 records a burst: larger ones were cut as often, smaller held more accesses;
+    size_t burst_rows = Writer::kBurstRows;
+    // the commit at SCHED_FIFO 1 (0: none), which the kernel's ticks do not cut.
+    int writer_rtprio = Writer::kDefaultWriterRtprio;
+    // The nice value of the thread that serves the guest (Daemon::run), if
+    // given; by default on Xen at most kXenServeNice, above dom0's other
+    // work, which it would otherwise wait for at each access (and below the
+    // writer's bursts), and on the simulator, whose guest vCPUs are dom0
+    // threads too and which a thread above them reorders, as started.
     std::optional<int> serve_nice;
     static constexpr int kXenServeNice = -10;
     Triggers triggers;
