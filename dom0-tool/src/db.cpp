@@ -74,10 +74,11 @@ Db Db::connect(const std::string& path, int flags) {
     sqlite3_db_config(raw, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, nullptr);
     sqlite3_set_authorizer(raw, deny_unsafe_sql, nullptr);
     // No value longer than any busprof writes or a query's result may be:
-    // a function that builds a huge string (printf('%.*c', 2e9, 'x'),
-    // replace() of a blob's hex) runs as one step that --timeout's
-    // interrupt cannot cut, for tens of seconds at SQLite's default of 1 GB;
-    // with the limit it fails at once with "string or blob too big".
+    // a function that builds a huge string (replace() of a blob's hex) runs
+    // as one step that --timeout's interrupt cannot cut, for tens of seconds
+    // at SQLite's default of 1 GB; with the limit it fails at once with
+    // "string or blob too big".  (printf() with a huge precision stops at
+    // the limit too, but returns what it has and still takes seconds.)
     sqlite3_limit(raw, SQLITE_LIMIT_LENGTH, kMaxValueBytes);
     return db;
 }
