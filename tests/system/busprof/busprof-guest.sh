@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0-only
 # busprof system test, guest side: an unmodified program under dom0's trap,
 # then two refused traps, the example driver, if the initramfs has them the
-# kernel modules (busprof.ko and the example driver module) and, last, the
-# measurement of busprof beside a plain ioreq server (busprof-relative).
+# kernel modules (busprof.ko and the example driver module), the measurement
+# of busprof beside a plain ioreq server (busprof-relative) and, last, the
+# unmodified program again while dom0 stops the daemon under it.
 export PATH=/busprof/bin:$PATH
 rc=0
 # porttest knows nothing of busprof (ioperm, outb/inb); dom0 trapped COM2 for
@@ -45,7 +46,7 @@ if [ -f /busprof/kmod/busprof.ko ]; then
     dmesg | sed -n 's/^\[[^]]*\] \(busprof\(-kexample\)\{0,1\}: .*\)/\1/p'
 fi
 
-# Last, busprof beside a plain ioreq server (busprof-relative): dom0 ends
+# Then busprof beside a plain ioreq server (busprof-relative): dom0 ends
 # the session, starts the next one and starts ioreq-probe, a plain ioreq
 # server for 0x2e8-0x2ef; an HVM guest's own device model, qemu-xen, serves
 # its console's UART, COM1, whose scratch register is 0x3ff.  It reports
@@ -60,5 +61,27 @@ if new_session "busprof-relative"; then
     # dom0 reads its threads' CPU times on that line (NAME.relative-sched.txt)
     # while the daemon still serves this domain
     sleep 2
+fi
+
+# Last of all, the daemon stopped in the middle of the guest's accesses: dom0
+# ends the session, starts the next one, maps COM2 1:1 (where the accesses go
+# once the trap is gone) and traps it for porttest, which knows nothing of
+# busprof; once porttest has started, dom0 sends the daemon SIGTERM (what
+# systemctl stop sends).  Every value porttest writes must read back, before,
+# across and after the stop.  A probe of this guest's own may hold COM2 for a
+# moment; dom0 tries its trap again then.
+echo "STOP-READY"
+n=0
+until busprof-trap-probe 0x2f8 0x2ff | grep -q EEXIST; do
+    n=$((n + 1))
+    [ $n -ge 300 ] && break
+    sleep 0.2
+done
+if [ $n -ge 300 ]; then
+    echo "STOP: COM2 not trapped by dom0 after $n probes"
+    rc=1
+else
+    echo "COM2 trapped by dom0 after $n probes"
+    porttest -t 12 0x2f8 || rc=1
 fi
 exit $rc

@@ -27,9 +27,15 @@ Exit 0 only if, for every guest:
     scratch and line status registers, with a RIP in the kernel's half of the
     address space and inside the module text it printed, every value it wrote
     read back by the next access.
+  - the daemon stopped with SIGTERM in the middle of porttest's accesses (the
+    guest's last phase, in a session of its own): porttest read back every
+    value it wrote, the daemon exited 0, the session holds some of porttest's
+    pairs but not all (the stop fell inside the loop), every row ok, each IN
+    equal to the OUT before it on its vCPU, no timeout or stop_unserved event,
+    dom0's trap marked and the session stopped by the signal.
 Also prints busprof-relative's figures (busprof beside a plain ioreq server,
-in a session of its own after all of the above), a table per guest type;
-they never fail the check, a malformed result line does.
+in a session of its own after all of the above but the stop), a table per
+guest type; they never fail the check, a malformed result line does.
 """
 import os
 import re
@@ -65,8 +71,9 @@ def check_guest(db, outdir, name, kmod):
     if extracted is None:
         problems.append("no EXTRACT line from the driver")
 
-    # busprof-relative's session, the guest's last, is a measurement, not checked here
-    last = relative_session(outdir, name)
+    # busprof-relative's session is a measurement, not checked here; the stop's,
+    # the guest's last, is checked on its own (check_stop)
+    last = min(relative_session(outdir, name), phase_session(outdir, name, "stop"))
     sessions = db.execute("SELECT id, domid FROM sessions WHERE domain_name = ? AND id < ?"
                           " ORDER BY id DESC", (name, last)).fetchall()
     # the module's session is the last one, the driver's the one before it
@@ -113,10 +120,68 @@ def check_guest(db, outdir, name, kmod):
 def relative_session(outdir, name):
     """The session dom0 started for busprof-relative (dom0-busprof.sh writes
     NAME.relative-session); above every session id if there is none."""
+    return phase_session(outdir, name, "relative")
+
+
+def phase_session(outdir, name, phase):
+    """The session dom0 started for a phase (NAME.PHASE-session); above
+    every session id if there is none."""
     try:
-        return int(open(os.path.join(outdir, "results", name + ".relative-session")).read())
+        return int(open(os.path.join(outdir, "results", f"{name}.{phase}-session")).read())
     except (OSError, ValueError):
         return 2**62
+
+
+def check_stop(db, outdir, name):
+    """The daemon stopped with SIGTERM in the middle of porttest's accesses
+    (dom0-busprof.sh's stop_phase): nothing the guest saw changed, and the
+    trace holds what was served before the stop.  Returns the problems and
+    the line to print."""
+    read = lambda f: open(f, errors="replace").read() if os.path.exists(f) else ""
+    log = read(os.path.join(outdir, "results", "guests", name + ".log"))
+    sid = phase_session(outdir, name, "stop")
+    if sid == 2**62:
+        return ["the stop phase did not run (no session of its own)"], None
+    problems = []
+    m = re.search(r"^SCRATCH-LOOP-(?:OK|FAIL \d+ of) (\d+) write/read pairs on port 0x2ff",
+                  log, re.M)
+    pairs = int(m.group(1)) if m else None
+    if not m or not m.group(0).startswith("SCRATCH-LOOP-OK"):
+        bad = re.search(r"^SCRATCH-LOOP-FAIL.*|^STOP: .*", log, re.M)
+        problems.append(f"porttest -t across the stop: {bad.group(0) if bad else 'no result line'}")
+    st = re.search(r"^daemon exit status (\d+)",
+                   read(os.path.join(outdir, "results", name + ".stop.log")), re.M)
+    if not st or st.group(1) != "0":
+        problems.append(f"the daemon stopped by SIGTERM exited with {st.group(1) if st else '?'},"
+                        " not 0")
+    rows = db.execute("SELECT vcpu, port, dir, value, status FROM transactions"
+                      " WHERE session_id = ? ORDER BY id", (sid,)).fetchall()
+    outs = sum(1 for r in rows if r[1] == 0x2ff and r[2] == "out")
+    if not outs or pairs is not None and outs >= pairs:
+        problems.append(f"the session holds {outs} of porttest's {pairs} writes: the SIGTERM fell"
+                        " outside its loop")
+    odd = [r for r in rows if r[4] != "ok" or not 0x2f8 <= r[1] <= 0x2ff]
+    if odd:
+        problems.append(f"{len(odd)} rows not ok or not on COM2, e.g. {odd[0]}")
+    last, wrong = {}, []
+    for r in rows:
+        if r[2] == "in" and last.get(r[0], (None,) * 5)[1:4] != (r[1], "out", r[3]):
+            wrong.append((last.get(r[0]), r))
+        last[r[0]] = r
+    if wrong:
+        problems.append(f"{len(wrong)} IN rows not equal to the OUT before them on their vCPU,"
+                        f" e.g. {wrong[0]}")
+    events = [k for k, in db.execute("SELECT kind FROM events WHERE session_id = ?"
+                                     " AND kind IN ('timeout', 'stop_unserved')", (sid,))]
+    if events:
+        problems.append(f"events {sorted(set(events))} in the session")
+    marks = db.execute("SELECT kind, origin, cause FROM markers WHERE session_id = ?"
+                       " AND (kind = 'stop' OR origin = 'dom0') ORDER BY id", (sid,)).fetchall()
+    if ("start_trap", "dom0", None) not in marks:
+        problems.append(f"no start_trap marker of dom0's trap of COM2: {marks}")
+    if [m for m in marks if m[0] == "stop"] != [("stop", None, "signal")]:
+        problems.append(f"the session's stop is not the signal's: {marks}")
+    return problems, (name + "/stop", sid, outs, pairs)
 
 
 RELATIVE_FIGURES = ("plain_p50_ns", "plain_p99_ns", "trapped_p50_ns", "trapped_p99_ns",
@@ -350,6 +415,12 @@ def main():
                   f"{ovh if ovh is not None else '-':>16} {skewed:>12} {skew:>11}"
                   + (f"  ({early[0]} by the guest's firmware before porttest)" if early and early[0]
                      else ""))
+        stop_problems, stop = check_stop(db, outdir, name)
+        problems += [f"the stop: {p}" for p in stop_problems]
+        if stop:
+            print(f"{stop[0]:<16} session {stop[1]}: {stop[2]} of porttest's"
+                  f" {stop[3] if stop[3] is not None else '?'} pairs trapped before the"
+                  " daemon's SIGTERM, the rest reached COM2 directly")
         for p in problems:
             print(f"system-test: FAIL {name}: {p}")
         failed += 1 if problems else 0

@@ -11,9 +11,11 @@
 # COM2 itself.  With busprof.kmod=1 on dom0's command line (system-test.sh
 # sets it when the guest initramfs has the kernel modules), dom0 ends the
 # driver's session too once it is done and starts the next one, in which the
-# guest loads busprof.ko and the example driver module.  Last, the guest
+# guest loads busprof.ko and the example driver module.  Then the guest
 # measures busprof beside a plain ioreq server (busprof-relative, in a
-# session of its own), for which dom0 starts ioreq-probe.
+# session of its own), for which dom0 starts ioreq-probe.  Last, dom0 traps
+# COM2 for porttest once more, in a session of its own, and stops the daemon
+# with SIGTERM in the middle of porttest's accesses (stop_phase).
 . /busprof/lib-dom0.sh
 
 DB=$BUSPROF_RESULTS/trace.db
@@ -80,6 +82,27 @@ plain_phase() {
         } >> "$out" 2>&1
     fi
     relative_phase "$name" "$log" "$domid"
+    stop_phase "$name" "$log" "$domid"
+}
+
+# wait_line RE LOG TRIES: until a line of LOG matches RE, looking every
+# half second, TRIES times at most; its status says whether one did.
+wait_line() {
+    local i
+    for i in $(seq "$3"); do
+        grep -q "$1" "$2" 2>/dev/null && return 0
+        sleep 0.5
+    done
+    grep -q "$1" "$2" 2>/dev/null
+}
+
+# next_session NAME FILE: ends the daemon's session and starts the next one;
+# the new session's id goes to FILE.
+next_session() {
+    local sock=/run/busprof/$1.sock r
+    r=$(busprof stop --socket "$sock" && busprof rearm --socket "$sock")
+    echo "$r"
+    echo "$r" | sed -n 's/^session \([0-9]*\) is .*/\1/p' | tail -n1 > "$2"
 }
 
 # relative_phase NAME LOG DOMID: once the guest is through with the checks,
@@ -89,18 +112,11 @@ plain_phase() {
 # (stop_daemon).  A measurement only: nothing here fails the run.
 RELATIVE_PORTS=0x2e8-0x2ef
 relative_phase() {
-    local name=$1 log=$2 domid=$3 sock=/run/busprof/$1.sock out=$BUSPROF_RESULTS/$1.trap.log i r
-    for i in $(seq 1200); do
-        grep -q '^RELATIVE-READY' "$log" 2>/dev/null && break
-        sleep 0.5
-    done
-    grep -q '^RELATIVE-READY' "$log" 2>/dev/null || return 0
+    local name=$1 log=$2 domid=$3 out=$BUSPROF_RESULTS/$1.trap.log
+    wait_line '^RELATIVE-READY' "$log" 1200 || return 0
     {
         bp_t "$name is ready for busprof-relative: stop, rearm, ioreq-probe $RELATIVE_PORTS"
-        r=$(busprof stop --socket "$sock" && busprof rearm --socket "$sock")
-        echo "$r"
-        echo "$r" | sed -n 's/^session \([0-9]*\) is .*/\1/p' | tail -n1 \
-            > "$BUSPROF_RESULTS/$name.relative-session"
+        next_session "$name" "$BUSPROF_RESULTS/$name.relative-session"
     } >> "$out" 2>&1
     # Who had dom0's CPU while busprof-relative measured, and how long each
     # thread waited for it in the run queue: NAME.relative-sched.txt
@@ -119,6 +135,46 @@ relative_phase() {
     sched_diff "$BUSPROF_RESULTS/$name.sched-begin" "$BUSPROF_RESULTS/$name.sched-end" \
         > "$BUSPROF_RESULTS/$name.relative-sched.txt" 2>&1
     rm -f "$BUSPROF_RESULTS/$name.sched-begin" "$BUSPROF_RESULTS/$name.sched-end"
+}
+
+# stop_phase NAME LOG DOMID: the daemon stopped in the middle of a trapped
+# access (issue 37).  In a session of its own (NAME.stop-session), dom0 maps
+# COM2 1:1 for the guest, so that its accesses reach the device once the
+# trap is gone, traps COM2 for it (busprof trap) and, STOP_AFTER seconds
+# after porttest -t started its loop, sends the daemon SIGTERM, as systemctl
+# stop does.  The daemon must serve and record every access Xen routed to it
+# before it lets its ioreq server go; porttest must read back every value it
+# wrote, before, across and after the stop.  stop_daemon collects the
+# daemon's exit status (NAME.stop.log); check_trace.py checks the rest.
+STOP_AFTER=3
+stop_phase() {
+    local name=$1 log=$2 domid=$3 out=$BUSPROF_RESULTS/$1.stop.log i
+    wait_line '^STOP-READY' "$log" 1200 || return 0
+    {
+        if ! kill -0 "$DAEMON_PID" 2>/dev/null; then
+            bp_t "the daemon of $name ended before the stop: no trap for porttest -t"
+            return
+        fi
+        bp_t "$name is ready for the stop: stop, rearm, map COM2 1:1, trap it"
+        next_session "$name" "$BUSPROF_RESULTS/$name.stop-session"
+        ioport-map "$domid" 0x2f8 8
+        # The guest probes with a trap of its own until dom0's is there: it
+        # may hold COM2 for a moment (EEXIST).
+        for i in $(seq 50); do
+            busprof trap "$name" --backend xen --ports "$PLAIN_PORTS" && break
+            sleep 0.2
+        done
+        quiet_wait_for "SCRATCH-LOOP start" "$log" 120 || { bp_t "porttest -t did not start"; return; }
+        sleep "$STOP_AFTER"
+        bp_t "SIGTERM to the daemon of $name (pid $DAEMON_PID) in the middle of porttest's loop"
+        : > "/run/busprof/$name.sigterm"
+        kill -TERM "$DAEMON_PID"
+        for i in $(seq 120); do
+            kill -0 "$DAEMON_PID" 2>/dev/null || break
+            sleep 0.5
+        done
+        bp_t "daemon of $name: $(kill -0 "$DAEMON_PID" 2>/dev/null && echo 'still there after 60 s' || echo gone)"
+    } >> "$out" 2>&1
 }
 stop_probe() {      # NAME
     local pidf=/run/busprof/$1.probe.pid
@@ -164,10 +220,23 @@ stop_daemon() {     # NAME: before a retry, and after the guest is gone
     stop_probe "$1"
     [ -f "$BUSPROF_RESULTS/$1.trap.log" ] && cat "$BUSPROF_RESULTS/$1.trap.log"
     [ -n "${DAEMON_PID:-}" ] || return 0
-    busprof status --socket "/run/busprof/$1.sock" 2>/dev/null || true
-    kill -TERM "$DAEMON_PID" 2>/dev/null
-    wait "$DAEMON_PID"; local drc=$?
+    if [ -f "/run/busprof/$1.sigterm" ]; then
+        # stop_phase sent the SIGTERM already: its exit status is the phase's
+        for _ in $(seq 300); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.1; done
+        if kill -0 "$DAEMON_PID" 2>/dev/null; then
+            bp_t "daemon for $1 still runs 30 s after the guest: SIGKILL"
+            kill -KILL "$DAEMON_PID"
+        fi
+        wait "$DAEMON_PID"; local drc=$?
+        echo "daemon exit status $drc" >> "$BUSPROF_RESULTS/$1.stop.log"
+        rm -f "/run/busprof/$1.sigterm"
+    else
+        busprof status --socket "/run/busprof/$1.sock" 2>/dev/null || true
+        kill -TERM "$DAEMON_PID" 2>/dev/null
+        wait "$DAEMON_PID"; local drc=$?
+    fi
     bp_t "daemon for $1 exited with $drc"
+    [ -f "$BUSPROF_RESULTS/$1.stop.log" ] && cat "$BUSPROF_RESULTS/$1.stop.log"
     cat "$BUSPROF_RESULTS/$1.daemon.log"
     DAEMON_PID=
     return $drc

@@ -114,6 +114,9 @@ cp "$BUILD/guest-lib/busprof-example-driver" \
 gcc -O2 -Wall -D__XEN_TOOLS__ -o "$bin/ioreq-probe" "$ROOT/tests/system/dom0/ioreq-probe.c" \
     -lxendevicemodel -lxenforeignmemory -lxenevtchn
 
+# The guests' last phase, the daemon stopped under porttest, adds a minute or
+# so per guest under TCG on a loaded host: QEMU gets 1200 s, not the rig's 900.
+export BUSPROF_QEMU_TIMEOUT=${BUSPROF_QEMU_TIMEOUT:-1200}
 boot() {
     BUSPROF_GUEST_PROGRAMS="busprof-trap-probe busprof-relative busprof-guest.sh busprof-guest-pv.sh" \
         BUSPROF_DOM0_PROGRAMS="ioreq-probe ${BUSPROF_DOM0_PROGRAMS:-}" \

@@ -279,7 +279,7 @@ _run_guest_once() {
     elif [ -n "$ok" ] && grep -q 'BUSPROF-GUEST-EXIT .*rc=0' "$out.log"; then
         RG_STATUS=pass; RG_DETAIL="type=$type ${secs}s: $ok"
     else
-        why=$(grep -m1 -E 'SCRATCH-FAIL' "$out.log")
+        why=$(grep -m1 -E 'SCRATCH-(LOOP-)?FAIL' "$out.log")
         [ -n "$why" ] || why=$(grep -E 'BUSPROF-GUEST-EXIT' "$out.log" | tail -n1)
         [ $triple = 1 ] && why="Xen: d$domid triple fault${why:+; $why}"
         [ $started = 1 ] || why="${why:+$why; }guest init never ran"

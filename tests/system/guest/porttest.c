@@ -10,6 +10,14 @@
  *
  * usage: porttest [iterations [base-port]]   (defaults: 1000, 0x2f8)
  * prints "SCRATCH-OK <n> ..." and exits 0, or "SCRATCH-FAIL ..." and exits 1.
+ *
+ * usage: porttest -t SECONDS [base-port]
+ * the same pairs for SECONDS, every value checked and the loop going on past a
+ * wrong one, so that a fault that lasts a moment (a profiler that stops in the
+ * middle of an access) is counted, not just seen.  0xff, what a port that no
+ * one serves reads, is never written.  Prints "SCRATCH-LOOP start ..." before
+ * the first access, then "SCRATCH-LOOP-OK <n> ..." and exits 0, or
+ * "SCRATCH-LOOP-FAIL <wrong> of <n> ..." and exits 1.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -25,6 +33,37 @@ static double now(void)
     return t.tv_sec + t.tv_nsec / 1e9;
 }
 
+static int timed_loop(double seconds, unsigned base)
+{
+    unsigned scr = base + 7;
+    long pairs = 0, wrong = 0;
+    double t0, t;
+
+    if (ioperm(base, 8, 1) != 0) {
+        printf("SCRATCH-LOOP-FAIL ioperm(0x%x, 8): %s\n", base, strerror(errno));
+        return 1;
+    }
+    printf("SCRATCH-LOOP start: port 0x%x for %.0f s\n", scr, seconds);
+    t0 = now();
+    do {
+        /* 0x00-0xfe in turn: 37 and 255 are coprime */
+        unsigned char v = (unsigned char)((pairs * 37 + 0x5b) % 255), r;
+        outb(v, scr);
+        r = inb(scr);
+        if (r != v && wrong++ < 5)
+            printf("SCRATCH-LOOP pair %ld: wrote 0x%02x read 0x%02x\n", pairs, v, r);
+        pairs++;
+        t = now();
+    } while (t - t0 < seconds);
+    if (wrong) {
+        printf("SCRATCH-LOOP-FAIL %ld of %ld write/read pairs on port 0x%x read back another"
+               " value\n", wrong, pairs, scr);
+        return 1;
+    }
+    printf("SCRATCH-LOOP-OK %ld write/read pairs on port 0x%x in %.1f s\n", pairs, scr, t - t0);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     long n = argc > 1 ? strtol(argv[1], NULL, 0) : 1000;
@@ -36,6 +75,9 @@ int main(int argc, char **argv)
     double t0, t1;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc > 2 && !strcmp(argv[1], "-t"))
+        return timed_loop(strtod(argv[2], NULL),
+                          argc > 3 ? (unsigned)strtoul(argv[3], NULL, 0) : 0x2f8);
     if (n < 1)
         n = 1;
     if (ioperm(base, 8, 1) != 0) {
