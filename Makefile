@@ -96,15 +96,15 @@ FUZZ_SECONDS ?= 60
 fuzz: deps
 	tests/fuzz/run.sh --build $(BUILD)/fuzz --seconds $(FUZZ_SECONDS)
 
-# BENCH_FLAGS: busprof-bench's options, e.g. --rows 10000000 --rounds 3 --pin
-BENCH_FLAGS ?=
-# TRAP_FLAGS: tests/bench/trap_path.py's options (--pin, --vcpus 1,2,4, --rounds R,
-# --writer-nice N, --writer-rtprio N, --burst-rows N, --queue N, --idle-hog with --pin).
 # The fault suite's matrix at its full numbers (tests/fault/README.md), written to
 # $(BUILD)/fault-matrix.md: 32 vCPUs for 120 s, 40 faults, hostile SQL and messages.
 fault-matrix: build
 	python3 tests/fault/load_test.py --bin $(BUILD) --full --out $(BUILD)/fault-matrix.md
 
+# BENCH_FLAGS: busprof-bench's options, e.g. --rows 10000000 --rounds 3 --pin
+BENCH_FLAGS ?=
+# TRAP_FLAGS: tests/bench/trap_path.py's options (--pin, --vcpus 1,2,4, --rounds R,
+# --queue N, --idle-hog with --pin).
 bench: build
 	$(BUILD)/tests/busprof-bench $(BENCH_FLAGS)
 	python3 tests/bench/trap_path.py --bin $(BUILD) $(TRAP_FLAGS)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // busprof pause|resume|stop|rearm|status|flush: talk to a running daemon.
 #include "cmd.h"
+#include "control_reply.h"
 #include "error.h"
 #include "seqpacket.h"
 
@@ -102,25 +103,15 @@ std::string daemon_request(const std::string& socket, const std::string& line,
         else if (errno != EINTR && errno != EAGAIN)
             closed(socket, std::strerror(errno));
     }
-    if (reply.rfind("ERR ", 0) == 0) {
-        std::string msg = reply.substr(4), hint;
-        auto h = msg.find("\nHINT ");
-        if (h != std::string::npos) {
-            hint = msg.substr(h + 6);
-            msg.resize(h);
-        }
-        while (!hint.empty() && hint.back() == '\n')
-            hint.pop_back();
-        while (!msg.empty() && msg.back() == '\n')
-            msg.pop_back();
-        if (hint.empty())
-            hint = "'busprof status' shows the daemon's session; its output says more";
-        throw UserError(msg, hint);
-    }
-    auto ok = reply.rfind("OK\n");
-    if (ok == std::string::npos)
+    ControlReply r = parse_control_reply(reply);
+    if (r.kind == ControlReply::Kind::err)
+        throw UserError(r.message,
+                        r.hint.empty()
+                            ? "'busprof status' shows the daemon's session; its output says more"
+                            : r.hint);
+    if (r.kind == ControlReply::Kind::none)
         closed(socket, "no answer");
-    return reply.substr(0, ok);
+    return r.body;
 }
 
 void setup_control(CLI::App& app, Globals& g, Runner& run) {

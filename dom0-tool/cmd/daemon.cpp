@@ -2,10 +2,10 @@
 // busprof daemon DOMAIN: profile one guest domain.
 #include "daemon.h"
 #include "cmd.h"
+#include "log.h"
 #include "signal_thread.h"
 
 #include <csignal>
-#include <cstdio>
 #include <pthread.h>
 #include <thread>
 
@@ -31,27 +31,9 @@ void setup_daemon(CLI::App& app, Globals& g, Runner& run) {
         ->check(integer_in(1, 60000, "ms"));
     c->add_option("--queue", cfg->queue_capacity, "record queue capacity (transactions)")
         ->check(integer_in(2, 1u << 24));
-    c->add_option("--writer-nice", cfg->writer_nice,
-                  "nice value of the threads that write the trace DB (-20 to 19)")
-        ->capture_default_str()
-        ->check(signed_in(-20, 19));
-    c->add_option("--writer-rtprio", cfg->writer_rtprio,
-                  "SCHED_FIFO priority of the writer's bursts (1-99; 0: at --writer-nice)")
-        ->capture_default_str()
-        ->check(integer_in(0, 99));
-    c->add_option("--burst-ms", cfg->burst_ms,
-                  "longest a record waits for the writer's next commit, in ms")
-        ->capture_default_str()
-        ->check(integer_in(1, 60000, "ms"));
-    c->add_option("--burst-rows", cfg->burst_rows,
-                  "records that make one of the writer's commits (at most a quarter of --queue)")
-        ->capture_default_str()
-        ->check(integer_in(1, 1u << 22));
-    c->add_option_function<int>(
-         "--serve-nice", [cfg](int n) { cfg->serve_nice = n; },
-         "nice value of the thread that serves the guest's accesses (-20 to 19; default: "
-         "with --backend xen -10, or the daemon's if lower; with sim the daemon's)")
-        ->check(signed_in(-20, 19));
+    auto verbose = std::make_shared<bool>(false), quiet = std::make_shared<bool>(false);
+    c->add_flag("-q,--quiet", *quiet, "print errors only, not warnings and progress")
+        ->excludes(c->add_flag("-v,--verbose", *verbose, "also print libxen's debug messages"));
     // 0 is the "not given" of the triggers, so N starts at 1.
     auto* start_after = c->add_option("--start-after", cfg->triggers.start_after_accesses,
                                       "start recording after N accesses instead of at start_trap")
@@ -83,7 +65,9 @@ void setup_daemon(CLI::App& app, Globals& g, Runner& run) {
                   "sim bus: time each access to the latency device (0x300-0x30f) takes")
         ->check(integer_in(0, 3600'000'000'000, "ns, at most an hour"));
     run = nullptr;
-    c->callback([&g, cfg, duration_s, &run] {
+    c->callback([&g, cfg, duration_s, verbose, quiet, &run] {
+        if (*quiet || *verbose)
+            set_log_level(*quiet ? LogLevel::error : LogLevel::debug);
         run = [&g, cfg, duration_s] {
             cfg->backend = g.backend;
             cfg->db = g.db;
@@ -99,10 +83,9 @@ void setup_daemon(CLI::App& app, Globals& g, Runner& run) {
             SignalThread on_signal(set, "bp-signal", [&d] { d.stop("signal"); });
             // The guest is served from run() on: never wait long on the DB here.
             int64_t sid = d.session_id(200);
-            std::fprintf(stderr, "busprof: profiling domain %s (id %u), session %s, DB %s\n",
-                         d.domain().name.c_str(), d.domain().domid,
-                         sid ? std::to_string(sid).c_str() : "(its row waits for the DB)",
-                         cfg->db.c_str());
+            log(LogLevel::info, "profiling domain %s (id %u), session %s, DB %s",
+                d.domain().name.c_str(), d.domain().domid,
+                sid ? std::to_string(sid).c_str() : "(its row waits for the DB)", cfg->db.c_str());
             return d.run();
         };
     });

@@ -3,6 +3,7 @@
 #include "cmd.h"
 #include "error.h"
 #include "hv.h"
+#include "log.h"
 #include "output.h"
 
 #include <csignal>
@@ -68,6 +69,9 @@ int main(int argc, char** argv) {
         std::to_string(XEN_BUSPROF_INTERFACE_VERSION >> 16) + "." +
         std::to_string(XEN_BUSPROF_INTERFACE_VERSION & 0xffff) + ")";
     app.set_version_flag("--version", version);
+    // libxen's debug messages for every subcommand (the daemon has -v).
+    if (std::getenv("BUSPROF_DEBUG"))
+        set_log_level(LogLevel::debug);
     Globals g;
     g.db = env_or("BUSPROF_DB", "busprof.db");
     g.socket = env_or("BUSPROF_SOCKET", "/run/busprof/busprof.sock");

@@ -3,6 +3,7 @@
 // frame: the daemon's status (its control socket) and, from the trace DB,
 // per port and direction what was recorded since the last frame.
 #include "cmd.h"
+#include "control_reply.h"
 #include "db.h"
 #include "error.h"
 #include "figures.h"
@@ -23,16 +24,6 @@
 namespace busprof {
 
 namespace {
-
-// The daemon's status line, word by word ("session 3 domain g ... db PATH").
-std::map<std::string, std::string> parse_status(const std::string& reply) {
-    std::map<std::string, std::string> m;
-    std::istringstream in(reply.substr(0, reply.find('\n')));
-    std::string k, v;
-    while (in >> k >> v)
-        m[k] = v;
-    return m;
-}
 
 // A percentile of an interval's values; none where it had none.
 std::optional<int64_t> pct(std::vector<int64_t>& v, int p) {
@@ -216,7 +207,7 @@ void setup_top(CLI::App& app, Globals& g, Runner& run) {
         run = [&g, interval_s, batch, iterations, db_path, sort] {
             const auto timeout = std::chrono::milliseconds(5000);
             const auto kFlushWait = std::chrono::milliseconds(2000);
-            auto st = parse_status(daemon_request(g.socket, "status", timeout));
+            auto st = parse_status_line(daemon_request(g.socket, "status", timeout));
             std::string path = db_path->empty() ? st["db"] : *db_path;
             Db db = open_trace_db(path);
             SortBy by = *sort == "bus"        ? SortBy::bus_p99
@@ -274,7 +265,7 @@ void setup_top(CLI::App& app, Globals& g, Runner& run) {
                 double secs = std::chrono::duration<double>(now - t_prev).count();
                 t_prev = now;
                 // What the daemon recorded until now, written: records wait
-                // for the writer's next burst (up to --burst-ms), and a frame
+                // for the writer's next burst (up to a second), and a frame
                 // would otherwise count them when they were written, in lumps.
                 // Where the DB cannot be written (another connection holds
                 // its lock, a full disk) the daemon says so at once, and the
@@ -285,7 +276,7 @@ void setup_top(CLI::App& app, Globals& g, Runner& run) {
                 } catch (const UserError& e) {
                     note = std::string("  (not flushed: ") + e.what() + ")";
                 }
-                st = parse_status(daemon_request(g.socket, "status", timeout));
+                st = parse_status_line(daemon_request(g.socket, "status", timeout));
                 if (int64_t s = std::stoll(st["session"]); s != session) {
                     session = s; // a rearm: the new session from its start
                     last_id = 0;
@@ -296,7 +287,7 @@ void setup_top(CLI::App& app, Globals& g, Runner& run) {
                 // committed after the first status (a guest's start_trap
                 // commits the records before it) came from a session
                 // that first status may show as not started yet.
-                if (auto later = parse_status(daemon_request(g.socket, "status", timeout));
+                if (auto later = parse_status_line(daemon_request(g.socket, "status", timeout));
                     later["session"] == st["session"])
                     st = std::move(later);
                 std::string f = frame(st, rows, secs, by, interactive, note);

@@ -98,6 +98,7 @@ struct IoreqServer {
 };
 
 struct SimHypervisor::Domain {
+    SimHypervisor* sim = nullptr; // the one it belongs to: the host hooks find it here
     struct domain d {};
     std::vector<struct vcpu> vcpus;
     DomainConfig cfg;
@@ -146,12 +147,33 @@ static FD make_eventfd(int flags = EFD_NONBLOCK) {
     return fd;
 }
 
-static std::vector<SimHypervisor::Domain*>* g_domains;
-
 // Stamp clock skew (set_stamp_skew): how far the clock of the CPUs that run
-// guest vCPUs is ahead of dom0's.  Each connection thread is one CPU.
+// guest vCPUs is ahead of dom0's.
 static std::atomic<int64_t> g_stamp_skew_ns{0};
-static thread_local bool t_guest_cpu = false;
+
+// The vCPU whose work the hypervisor core does now on this simulated CPU,
+// as Xen's per-CPU `current` names it (a connection's thread is the CPU its
+// vCPU runs on).  The stamp clock is that CPU's: a guest's CPU runs ahead
+// by the skew, dom0's does not.  Set explicitly around each call into the
+// core for a vCPU (RunningOn): the core's clock hook takes no vCPU, and
+// code that runs for none (dom0's hypervisor-side work) reads dom0's clock.
+static thread_local const struct vcpu* t_current = nullptr;
+
+class RunningOn {
+  public:
+    explicit RunningOn(const struct vcpu* v) : was_(std::exchange(t_current, v)) {}
+    ~RunningOn() { t_current = was_; }
+    RunningOn(const RunningOn&) = delete;
+    RunningOn& operator=(const RunningOn&) = delete;
+
+  private:
+    const struct vcpu* was_;
+};
+
+static int64_t stamp_skew_of_current() {
+    const struct vcpu* v = t_current;
+    return v && v->domain->domain_id != 0 ? g_stamp_skew_ns.load() : 0;
+}
 
 } // namespace busprof::sim
 
@@ -167,9 +189,8 @@ struct domain* busprof_host_get_target(struct domain* caller, domid_t domid, int
         *rc = -EPERM;
         return nullptr;
     }
-    for (auto* dom : *busprof::sim::g_domains)
-        if (dom->d.domain_id == domid)
-            return &dom->d;
+    if (auto* dom = host_of(caller)->sim->find(domid))
+        return &dom->d;
     *rc = -ESRCH;
     return nullptr;
 }
@@ -240,8 +261,7 @@ void busprof_host_evtchn_free(struct domain* d, unsigned int port) {
 // guests' CPUs run ahead by it and the page no longer says the clock is
 // dom0's, so that the profiler relates the two as it must on Xen.
 uint64_t busprof_host_tsc(void) {
-    int64_t skew = busprof::sim::t_guest_cpu ? busprof::sim::g_stamp_skew_ns.load() : 0;
-    return static_cast<uint64_t>(NOW() + skew);
+    return static_cast<uint64_t>(NOW() + busprof::sim::stamp_skew_of_current());
 }
 uint32_t busprof_host_tsc_khz(void) {
     return 1000000;
@@ -258,14 +278,12 @@ namespace busprof::sim {
 
 SimHypervisor::SimHypervisor(std::string socket_path, std::vector<DomainConfig> domains)
     : socket_path_(std::move(socket_path)) {
-    static std::vector<Domain*> all;
-    all.clear();
-    g_domains = &all;
     for (auto& cfg : domains) {
         for (auto& other : domains_)
             if (other->cfg.domid == cfg.domid || other->cfg.name == cfg.name)
                 throw UserError("domain " + cfg.name + " configured twice");
         auto dom = std::make_unique<Domain>();
+        dom->sim = this;
         dom->cfg = cfg;
         dom->d.domain_id = cfg.domid;
         dom->d.max_vcpus = cfg.vcpus;
@@ -279,10 +297,10 @@ SimHypervisor::SimHypervisor(std::string socket_path, std::vector<DomainConfig> 
         for (auto r : cfg.ioports)
             if (busprof_ranges_add(&dom->ioports, r.first, r.last, true))
                 throw UserError("too many I/O port ranges for domain " + cfg.name);
-        all.push_back(dom.get());
         domains_.push_back(std::move(dom));
     }
     dom0_ = std::make_unique<Domain>();
+    dom0_->sim = this;
     dom0_->d.domain_id = 0;
     dom0_->d.max_vcpus = 1;
     dom0_->d.host = dom0_.get();
@@ -576,165 +594,65 @@ void SimHypervisor::drop_conn(Conn& c) {
     }
 }
 
+// Descriptors a reply passes go as copies taken under the lock that guards
+// the originals: another thread may close an original (and the number be
+// reused) before the reply goes out.
+static void pass(std::vector<FD>& fds, int fd) {
+    FD copy(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+    if (!copy)
+        throw_errno("fcntl(F_DUPFD_CLOEXEC)");
+    fds.push_back(std::move(copy));
+}
+
 void SimHypervisor::handle(Conn& c, const bp_sim_msg& m, const std::vector<uint8_t>& payload) {
     bp_sim_msg r = m;
     r.rc = 0;
     r.nr = 0;
     std::vector<uint8_t> out;
-    // Whatever a guest's message makes the hypervisor do runs on its vCPU.
-    t_guest_cpu = c.role == BP_SIM_ROLE_GUEST;
-    // Descriptors to pass, as copies taken under the lock that guards the
-    // originals: another thread may close an original (and the number be
-    // reused) before the reply goes out.
     std::vector<FD> fds;
-    auto pass = [&fds](int fd) {
-        FD copy(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
-        if (!copy)
-            throw_errno("fcntl(F_DUPFD_CLOEXEC)");
-        fds.push_back(std::move(copy));
-    };
 
-    if (m.version != BP_SIM_VERSION) {
+    if (m.version != BP_SIM_VERSION || (m.type != BP_SIM_HELLO && !c.role)) {
         r.rc = -EPROTO;
         send_msg(c.sock.get(), &r, sizeof(r));
         return;
     }
-    if (m.type != BP_SIM_HELLO && !c.role) {
-        r.rc = -EPROTO;
-        send_msg(c.sock.get(), &r, sizeof(r));
-        return;
-    }
-
     switch (m.type) {
     case BP_SIM_HELLO:
-        if (c.role) {
-            r.rc = -EALREADY;
-        } else if (m.role == BP_SIM_ROLE_DOM0) {
-            // dom0 only on dom0's socket: a guest cannot promote itself.
-            if (c.socket_dom) {
-                r.rc = -EPERM;
-                break;
-            }
-            c.role = BP_SIM_ROLE_DOM0;
-        } else if (m.role == BP_SIM_ROLE_GUEST) {
-            // The domain is the socket's; a HELLO naming another one is a
-            // misconfigured or hostile guest, refused rather than obeyed.
-            Domain* dom = c.socket_dom;
-            if (!dom || (m.domid != 0 && m.domid != dom->cfg.domid)) {
-                r.rc = -EPERM;
-                break;
-            }
-            std::lock_guard lk(dom->mu);
-            unsigned v = 0;
-            while (v < dom->vcpu_used.size() && dom->vcpu_used[v])
-                v++;
-            if (v == dom->vcpu_used.size()) {
-                r.rc = -EBUSY; // every vCPU has a connection
-                break;
-            }
-            dom->vcpu_used[v] = true;
-            c.role = BP_SIM_ROLE_GUEST;
-            c.dom = dom;
-            c.vcpu = v;
-            r.vcpu = static_cast<uint16_t>(v);
-            r.nr_vcpus = static_cast<uint16_t>(dom->cfg.vcpus);
-        } else {
-            r.rc = -EINVAL;
-        }
+        hello(c, m, r);
         break;
-
     case BP_SIM_HYPERCALL:
         hypercall(c, m, payload, r, out);
         break;
-
     case BP_SIM_PIO:
-        if (c.role != BP_SIM_ROLE_GUEST) {
+        if (c.role != BP_SIM_ROLE_GUEST)
             r.rc = -EPERM;
-            break;
-        }
-        pio(c, r, m.nr);
+        else
+            pio(c, r, m.nr);
         break;
-
     case BP_SIM_ACQUIRE_MACHINE:
-        if (c.role != BP_SIM_ROLE_DOM0) {
+        if (c.role != BP_SIM_ROLE_DOM0)
             r.rc = -EPERM;
-            break;
-        }
-        pass(machine_.fd());
+        else
+            pass(fds, machine_.fd());
         break;
-
-    case BP_SIM_LOOKUP_DOMAIN: {
-        if (c.role != BP_SIM_ROLE_DOM0) {
-            r.rc = -EPERM;
-            break;
-        }
-        std::string name(m.name, strnlen(m.name, sizeof(m.name)));
-        Domain* dom = name.empty() ? find(m.domid) : find(name);
-        if (!dom) {
-            r.rc = -ESRCH;
-            break;
-        }
-        r.domid = dom->cfg.domid;
-        r.nr_vcpus = static_cast<uint16_t>(dom->cfg.vcpus);
-        std::memset(r.name, 0, sizeof(r.name));
-        std::strncpy(r.name, dom->cfg.name.c_str(), sizeof(r.name) - 1);
+    case BP_SIM_LOOKUP_DOMAIN:
+        lookup_domain(c, m, r);
         break;
-    }
-
-    case BP_SIM_CREATE_IOREQ_SERVER: {
-        Domain* dom = c.role == BP_SIM_ROLE_DOM0 ? find(m.domid) : nullptr;
-        if (!dom) {
-            r.rc = c.role == BP_SIM_ROLE_DOM0 ? -ESRCH : -EPERM;
-            break;
-        }
-        std::lock_guard lk(dom->mu);
-        if (dom->server) {
-            r.rc = -EEXIST;
-            break;
-        }
-        auto srv = std::make_shared<IoreqServer>();
-        void* map;
-        srv->ioreq_fd = make_memfd("ioreq", 4096, &map);
-        srv->ioreq = static_cast<shared_iopage_t*>(map);
-        for (unsigned v = 0; v < dom->cfg.vcpus; v++) {
-            srv->to_dm.push_back(make_eventfd());
-            srv->from_dm.push_back(make_eventfd(0)); // blocking: the vCPU's wait reads it
-        }
-        srv->owner = c.id;
-        pass(srv->ioreq_fd.get());
-        for (unsigned v = 0; v < dom->cfg.vcpus; v++) {
-            pass(srv->to_dm[v].get());
-            pass(srv->from_dm[v].get());
-        }
-        dom->server = std::move(srv);
-        r.ioservid = 0;
-        r.nr_vcpus = static_cast<uint16_t>(dom->cfg.vcpus);
+    case BP_SIM_CREATE_IOREQ_SERVER:
+        create_ioreq_server(c, m, r, fds);
         break;
-    }
-
     case BP_SIM_ACQUIRE_PAGE:
-    case BP_SIM_BIND_EVTCHN: {
-        Domain* dom = c.role == BP_SIM_ROLE_DOM0 ? find(m.domid) : nullptr;
-        if (!dom) {
-            r.rc = c.role == BP_SIM_ROLE_DOM0 ? -ESRCH : -EPERM;
-            break;
-        }
-        std::lock_guard lk(dom->mu);
-        const FD* fd = m.type == BP_SIM_ACQUIRE_PAGE ? &dom->page_fd
-                       : m.port < dom->evtchn.size() ? &dom->evtchn[m.port]
-                                                     : nullptr;
-        if (!fd || !*fd) {
-            r.rc = -ENOENT;
-            break;
-        }
-        pass(fd->get());
+    case BP_SIM_BIND_EVTCHN:
+        hand_out(c, m, r, fds);
         break;
-    }
-
     default:
         r.rc = -EOPNOTSUPP;
     }
+    reply(c, r, out, fds);
+}
 
+void SimHypervisor::reply(Conn& c, const bp_sim_msg& r, const std::vector<uint8_t>& out,
+                          const std::vector<FD>& fds) {
     if (out.empty() && fds.empty()) {
         // A guest's access and most calls: nothing to allocate.
         send_msg(c.sock.get(), &r, sizeof(r));
@@ -750,9 +668,113 @@ void SimHypervisor::handle(Conn& c, const bp_sim_msg& m, const std::vector<uint8
     send_msg(c.sock.get(), msg.data(), msg.size(), raw);
 }
 
+void SimHypervisor::hello(Conn& c, const bp_sim_msg& m, bp_sim_msg& r) {
+    if (c.role) {
+        r.rc = -EALREADY;
+    } else if (m.role == BP_SIM_ROLE_DOM0) {
+        // dom0 only on dom0's socket: a guest cannot promote itself.
+        if (c.socket_dom) {
+            r.rc = -EPERM;
+            return;
+        }
+        c.role = BP_SIM_ROLE_DOM0;
+    } else if (m.role == BP_SIM_ROLE_GUEST) {
+        // The domain is the socket's; a HELLO naming another one is a
+        // misconfigured or hostile guest, refused rather than obeyed.
+        Domain* dom = c.socket_dom;
+        if (!dom || (m.domid != 0 && m.domid != dom->cfg.domid)) {
+            r.rc = -EPERM;
+            return;
+        }
+        std::lock_guard lk(dom->mu);
+        unsigned v = 0;
+        while (v < dom->vcpu_used.size() && dom->vcpu_used[v])
+            v++;
+        if (v == dom->vcpu_used.size()) {
+            r.rc = -EBUSY; // every vCPU has a connection
+            return;
+        }
+        dom->vcpu_used[v] = true;
+        c.role = BP_SIM_ROLE_GUEST;
+        c.dom = dom;
+        c.vcpu = v;
+        r.vcpu = static_cast<uint16_t>(v);
+        r.nr_vcpus = static_cast<uint16_t>(dom->cfg.vcpus);
+    } else {
+        r.rc = -EINVAL;
+    }
+}
+
+void SimHypervisor::lookup_domain(Conn& c, const bp_sim_msg& m, bp_sim_msg& r) {
+    if (c.role != BP_SIM_ROLE_DOM0) {
+        r.rc = -EPERM;
+        return;
+    }
+    std::string name(m.name, strnlen(m.name, sizeof(m.name)));
+    Domain* dom = name.empty() ? find(m.domid) : find(name);
+    if (!dom) {
+        r.rc = -ESRCH;
+        return;
+    }
+    r.domid = dom->cfg.domid;
+    r.nr_vcpus = static_cast<uint16_t>(dom->cfg.vcpus);
+    std::memset(r.name, 0, sizeof(r.name));
+    std::strncpy(r.name, dom->cfg.name.c_str(), sizeof(r.name) - 1);
+}
+
+void SimHypervisor::create_ioreq_server(Conn& c, const bp_sim_msg& m, bp_sim_msg& r,
+                                        std::vector<FD>& fds) {
+    Domain* dom = c.role == BP_SIM_ROLE_DOM0 ? find(m.domid) : nullptr;
+    if (!dom) {
+        r.rc = c.role == BP_SIM_ROLE_DOM0 ? -ESRCH : -EPERM;
+        return;
+    }
+    std::lock_guard lk(dom->mu);
+    if (dom->server) {
+        r.rc = -EEXIST;
+        return;
+    }
+    auto srv = std::make_shared<IoreqServer>();
+    void* map;
+    srv->ioreq_fd = make_memfd("ioreq", 4096, &map);
+    srv->ioreq = static_cast<shared_iopage_t*>(map);
+    for (unsigned v = 0; v < dom->cfg.vcpus; v++) {
+        srv->to_dm.push_back(make_eventfd());
+        srv->from_dm.push_back(make_eventfd(0)); // blocking: the vCPU's wait reads it
+    }
+    srv->owner = c.id;
+    pass(fds, srv->ioreq_fd.get());
+    for (unsigned v = 0; v < dom->cfg.vcpus; v++) {
+        pass(fds, srv->to_dm[v].get());
+        pass(fds, srv->from_dm[v].get());
+    }
+    dom->server = std::move(srv);
+    r.ioservid = 0;
+    r.nr_vcpus = static_cast<uint16_t>(dom->cfg.vcpus);
+}
+
+// The busprof page (ACQUIRE_PAGE) or a Xen-bound event channel (BIND_EVTCHN).
+void SimHypervisor::hand_out(Conn& c, const bp_sim_msg& m, bp_sim_msg& r, std::vector<FD>& fds) {
+    Domain* dom = c.role == BP_SIM_ROLE_DOM0 ? find(m.domid) : nullptr;
+    if (!dom) {
+        r.rc = c.role == BP_SIM_ROLE_DOM0 ? -ESRCH : -EPERM;
+        return;
+    }
+    std::lock_guard lk(dom->mu);
+    const FD* fd = m.type == BP_SIM_ACQUIRE_PAGE ? &dom->page_fd
+                   : m.port < dom->evtchn.size() ? &dom->evtchn[m.port]
+                                                 : nullptr;
+    if (!fd || !*fd) {
+        r.rc = -ENOENT;
+        return;
+    }
+    pass(fds, fd->get());
+}
+
 void SimHypervisor::hypercall(Conn& c, const bp_sim_msg& m, const std::vector<uint8_t>& payload,
                               bp_sim_msg& r, std::vector<uint8_t>& out) {
     struct vcpu* v = c.role == BP_SIM_ROLE_GUEST ? &c.dom->vcpus[c.vcpu] : &dom0_->vcpus[0];
+    const RunningOn on(v);
     alignas(8) uint8_t arg[BP_SIM_ARG_MAX];
     std::memcpy(arg, m.arg, sizeof(arg));
     // Records as the sub-op has them: plain or extended (sim-proto.h).
@@ -796,10 +818,20 @@ void SimHypervisor::hypercall(Conn& c, const bp_sim_msg& m, const std::vector<ui
     }
 }
 
+// Where a trapped access waits: the profiler's ioreq server the routing
+// decision named, kept for as long as the access waits on it, the vCPU's
+// slot in its page and the vCPU's event channels.
+struct SimHypervisor::Waiting {
+    std::shared_ptr<IoreqServer> srv;
+    ioreq_t* p = nullptr;
+    int to_dm = -1, from_dm = -1;
+};
+
 // A guest's IN/OUT: what Xen's handle_pio and ioreq_send do.
 void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
     Domain* dom = c.dom;
     struct vcpu* v = &dom->vcpus[c.vcpu];
+    const RunningOn on(v);
     unsigned size = r.size;
 
     // Before anything uses size: a guest chooses it.
@@ -808,80 +840,16 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
         return;
     }
     const uint32_t ones = size == 4 ? 0xffffffffu : (1u << (8 * size)) - 1;
-    const bool permitted = busprof_ranges_covers(&dom->ioports, r.port, r.port + size - 1);
-
-    // The routing decision is the hypervisor core's, as in Xen's I/O path
-    // (busprof_ioreq_route()): the server it names, kept for as long as
-    // the access waits on it, and the stamp of a trapped access, taken
-    // with the decision.  Who made it: the guest thread (the guest library
-    // sends its id in nr), on the CPU this simulated vCPU runs on now.
-    int cpu = ::sched_getcpu();
-    v->processor = cpu < 0 ? 0 : static_cast<unsigned>(cpu);
-    struct busprof_route route {};
-    const bool trapped = busprof_route_access(v, r.port, size, r.rip, task, &route);
-    // One look under the domain's lock takes the server and fills its slot
-    // for this vCPU (only this vCPU's thread writes it).
-    std::shared_ptr<IoreqServer> srv;
-    ioreq_t* p = nullptr;
-    int to_dm = -1, from_dm = -1;
-    if (trapped) {
-        std::lock_guard lk(dom->mu);
-        if (dom->server && route.ioservid == 0 && route.profiler == 0) {
-            srv = dom->server;
-            p = &srv->ioreq->vcpu_ioreq[c.vcpu];
-            to_dm = srv->to_dm[c.vcpu].get();
-            from_dm = srv->from_dm[c.vcpu].get();
-        }
-    }
-    if (trapped && !srv) {
-        // The profiler's server is gone: drop the traps, and the access
-        // takes its usual path.
-        busprof_access_timeout(v, r.port);
-    }
-
-    if (srv) {
-        ioreq_t req{};
-        req.addr = r.port;
-        req.data = r.dir == XEN_BUSPROF_DIR_OUT ? r.value : 0;
-        req.count = 1;
-        req.size = size;
-        req.vp_eport = c.vcpu;
-        req.dir = r.dir == XEN_BUSPROF_DIR_IN ? IOREQ_READ : IOREQ_WRITE;
-        req.type = IOREQ_TYPE_PIO;
-        req.state = STATE_IOREQ_READY;
-        publish_ioreq(p, req);
-    }
-    if (!p) {
-        if (permitted) {
-            // Passed through, as Xen's g2m_portio does for a port the
-            // domain may access: the machine's device performs it.
-            uint32_t val = machine_.access(static_cast<uint16_t>(r.port), size,
-                                           r.dir == XEN_BUSPROF_DIR_OUT, r.value);
-            if (r.dir == XEN_BUSPROF_DIR_IN)
-                r.value = val;
-        } else if (r.dir == XEN_BUSPROF_DIR_IN) {
-            // No device for this domain (an HVM guest gets no #GP for
-            // port I/O): reads float high, writes vanish.
-            r.value = ones;
-        }
+    Waiting w = route(c, r, task);
+    if (!w.p) {
+        pass_through(*dom, r, ones);
         return;
     }
-    uint64_t one = 1;
-    (void)!::write(to_dm, &one, sizeof(one));
+    send_ioreq(w, c.vcpu, r);
 
-    unsigned timeout_ms = busprof_timeout_ms(&dom->d);
-    if (!timeout_ms)
-        timeout_ms = 1000;
-    s_time_t deadline = NOW() + MILLISECS(timeout_ms);
     // Xen's set_timer(): the timer thread wakes this vCPU once the deadline
     // is past.  The wait itself is then untimed.
-    std::atomic<s_time_t>& due = dom->wait_deadline[c.vcpu];
-    if (dom->wait_bound_ms.load(std::memory_order_relaxed) != timeout_ms)
-        dom->wait_bound_ms.store(timeout_ms, std::memory_order_relaxed);
-    dom->wait_fd[c.vcpu].store(from_dm);
-    due.store(deadline);
-    if (deadline < timer_next_.load())
-        wake_timers();
+    const s_time_t deadline = arm_timer(*dom, c.vcpu, w.from_dm);
     // Xen's stop_timer(), before srv (and from_dm) can go: it waits out a
     // wake-up the timer thread is writing.
     struct StopTimer {
@@ -894,10 +862,116 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
                     cur = due.load();
                 }
         }
-    } stop_timer{due};
+    } stop_timer{dom->wait_deadline[c.vcpu]};
+
+    const Answer a = wait_for_answer(*dom, w, deadline);
+    if (a != Answer::answered) {
+        // The profiler died or hung: complete the access as an unclaimed
+        // port and drop the traps, never leave the vCPU stuck.  As Xen
+        // does, the slot stays with the profiler, which must see that the
+        // request was given up (the timeout message) and leave the bus
+        // alone; its late answer is ignored.
+        if (a == Answer::gone)
+            set_ioreq_state(w.p, STATE_IOREQ_NONE);
+        busprof_access_timeout(v, r.port);
+        if (r.dir == XEN_BUSPROF_DIR_IN)
+            r.value = ones;
+        r.rc = 0;
+        return;
+    }
+    if (r.dir == XEN_BUSPROF_DIR_IN)
+        r.value = static_cast<uint32_t>(w.p->data) & ones;
+    set_ioreq_state(w.p, STATE_IOREQ_NONE);
+    busprof_stamp_resume(v);
+}
+
+// The routing decision is the hypervisor core's, as in Xen's I/O path
+// (busprof_ioreq_route()): the server it names, and the stamp of a trapped
+// access, taken with the decision.  Who made it: the guest thread (the
+// guest library sends its id in nr), on the CPU this simulated vCPU runs
+// on now.  No slot: the access takes its usual path.
+SimHypervisor::Waiting SimHypervisor::route(Conn& c, const bp_sim_msg& r, uint64_t task) {
+    Domain* dom = c.dom;
+    struct vcpu* v = &dom->vcpus[c.vcpu];
+    int cpu = ::sched_getcpu();
+    v->processor = cpu < 0 ? 0 : static_cast<unsigned>(cpu);
+    struct busprof_route route {};
+    const bool trapped = busprof_route_access(v, r.port, r.size, r.rip, task, &route);
+    // One look under the domain's lock takes the server and fills its slot
+    // for this vCPU (only this vCPU's thread writes it).
+    Waiting w;
+    if (trapped) {
+        std::lock_guard lk(dom->mu);
+        if (dom->server && route.ioservid == 0 && route.profiler == 0) {
+            w.srv = dom->server;
+            w.p = &w.srv->ioreq->vcpu_ioreq[c.vcpu];
+            w.to_dm = w.srv->to_dm[c.vcpu].get();
+            w.from_dm = w.srv->from_dm[c.vcpu].get();
+        }
+    }
+    if (trapped && !w.srv) {
+        // The profiler's server is gone: drop the traps, and the access
+        // takes its usual path.
+        busprof_access_timeout(v, r.port);
+    }
+    return w;
+}
+
+// An access no profiler takes.
+void SimHypervisor::pass_through(Domain& dom, bp_sim_msg& r, uint32_t ones) {
+    const unsigned size = r.size;
+    if (busprof_ranges_covers(&dom.ioports, r.port, r.port + size - 1)) {
+        // Passed through, as Xen's g2m_portio does for a port the domain
+        // may access: the machine's device performs it.
+        uint32_t val = machine_.access(static_cast<uint16_t>(r.port), size,
+                                       r.dir == XEN_BUSPROF_DIR_OUT, r.value);
+        if (r.dir == XEN_BUSPROF_DIR_IN)
+            r.value = val;
+    } else if (r.dir == XEN_BUSPROF_DIR_IN) {
+        // No device for this domain (an HVM guest gets no #GP for port
+        // I/O): reads float high, writes vanish.
+        r.value = ones;
+    }
+}
+
+// The ioreq into the vCPU's slot, handed over, and the profiler told.
+void SimHypervisor::send_ioreq(const Waiting& w, unsigned vcpu, const bp_sim_msg& r) {
+    ioreq_t req{};
+    req.addr = r.port;
+    req.data = r.dir == XEN_BUSPROF_DIR_OUT ? r.value : 0;
+    req.count = 1;
+    req.size = r.size;
+    req.vp_eport = vcpu;
+    req.dir = r.dir == XEN_BUSPROF_DIR_IN ? IOREQ_READ : IOREQ_WRITE;
+    req.type = IOREQ_TYPE_PIO;
+    req.state = STATE_IOREQ_READY;
+    publish_ioreq(w.p, req);
+    uint64_t one = 1;
+    (void)!::write(w.to_dm, &one, sizeof(one));
+}
+
+// The vCPU's deadline, for the timer thread to wake it at (from_dm).
+s_time_t SimHypervisor::arm_timer(Domain& dom, unsigned vcpu, int from_dm) {
+    unsigned timeout_ms = busprof_timeout_ms(&dom.d);
+    if (!timeout_ms)
+        timeout_ms = 1000;
+    const s_time_t deadline = NOW() + MILLISECS(timeout_ms);
+    if (dom.wait_bound_ms.load(std::memory_order_relaxed) != timeout_ms)
+        dom.wait_bound_ms.store(timeout_ms, std::memory_order_relaxed);
+    dom.wait_fd[vcpu].store(from_dm);
+    dom.wait_deadline[vcpu].store(deadline);
+    if (deadline < timer_next_.load())
+        wake_timers();
+    return deadline;
+}
+
+// Waits for the profiler's answer in the slot, until the deadline, the
+// profiler's end or the simulator's stop.
+SimHypervisor::Answer SimHypervisor::wait_for_answer(Domain& dom, const Waiting& w,
+                                                     s_time_t deadline) {
     for (bool waited = false;; waited = true) {
-        if (ioreq_state(p) == STATE_IORESP_READY)
-            break;
+        if (ioreq_state(w.p) == STATE_IORESP_READY)
+            return Answer::answered;
         // Whether the profiler is still there, and the time left, are
         // asked only after a wait that brought no answer: the answer's own
         // path takes no lock and reads the clock only for the stamps and
@@ -908,38 +982,23 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
             const s_time_t left = deadline - NOW();
             bool dead;
             {
-                std::lock_guard lk(dom->mu);
+                std::lock_guard lk(dom.mu);
                 // Gone, even if another profiler came since: only this
                 // one can answer this request.
-                dead = dom->server != srv;
+                dead = dom.server != w.srv;
             }
-            if (dead || left <= 0 || stopping_) {
-                // The profiler died or hung: complete the access as an
-                // unclaimed port and drop the traps, never leave the vCPU
-                // stuck.  As Xen does, the slot stays with the profiler,
-                // which must see that the request was given up (the
-                // timeout message) and leave the bus alone; its late
-                // answer is ignored.
-                if (dead)
-                    set_ioreq_state(p, STATE_IOREQ_NONE);
-                busprof_access_timeout(v, r.port);
-                if (r.dir == XEN_BUSPROF_DIR_IN)
-                    r.value = ones;
-                r.rc = 0;
-                return;
-            }
+            if (dead)
+                return Answer::gone;
+            if (left <= 0 || stopping_)
+                return Answer::given_up;
         }
         // Woken by the profiler's answer, by its end or the simulator's
         // stop (kick()), or by the timer thread; one system call.  A
         // wake-up left from an earlier access (a late answer, the timer's)
         // costs one more turn of this loop.
         uint64_t cnt;
-        (void)!::read(from_dm, &cnt, sizeof(cnt));
+        (void)!::read(w.from_dm, &cnt, sizeof(cnt));
     }
-    if (r.dir == XEN_BUSPROF_DIR_IN)
-        r.value = static_cast<uint32_t>(p->data) & ones;
-    set_ioreq_state(p, STATE_IOREQ_NONE);
-    busprof_stamp_resume(v);
 }
 
 } // namespace busprof::sim

@@ -56,17 +56,33 @@ class SimHypervisor {
 
     struct Domain;
     struct Conn;
+    // A guest domain by id (the host hooks' target of a dom0 sub-op), or null.
+    Domain* find(uint16_t domid);
 
   private:
     void accept_conn(int listen_fd, Domain* dom);
     void reap_finished();
     void serve(std::shared_ptr<Conn> c);
+    // One message, its reply.
     void handle(Conn& c, const ::bp_sim_msg& m, const std::vector<uint8_t>& payload);
-    void pio(Conn& c, ::bp_sim_msg& r, uint64_t task);
+    void reply(Conn& c, const ::bp_sim_msg& r, const std::vector<uint8_t>& out,
+               const std::vector<FD>& fds);
+    void hello(Conn& c, const ::bp_sim_msg& m, ::bp_sim_msg& r);
+    void lookup_domain(Conn& c, const ::bp_sim_msg& m, ::bp_sim_msg& r);
+    void create_ioreq_server(Conn& c, const ::bp_sim_msg& m, ::bp_sim_msg& r, std::vector<FD>& fds);
+    void hand_out(Conn& c, const ::bp_sim_msg& m, ::bp_sim_msg& r, std::vector<FD>& fds);
     void hypercall(Conn& c, const ::bp_sim_msg& m, const std::vector<uint8_t>& payload,
                    ::bp_sim_msg& r, std::vector<uint8_t>& out);
+    // A guest's port access, step by step.
+    struct Waiting;
+    enum class Answer { answered, gone, given_up };
+    void pio(Conn& c, ::bp_sim_msg& r, uint64_t task);
+    Waiting route(Conn& c, const ::bp_sim_msg& r, uint64_t task);
+    void pass_through(Domain& dom, ::bp_sim_msg& r, uint32_t ones);
+    void send_ioreq(const Waiting& w, unsigned vcpu, const ::bp_sim_msg& r);
+    int64_t arm_timer(Domain& dom, unsigned vcpu, int from_dm); // NOW() units
+    Answer wait_for_answer(Domain& dom, const Waiting& w, int64_t deadline);
     void drop_conn(Conn& c);
-    Domain* find(uint16_t domid);
     Domain* find(const std::string& name);
 
     std::string socket_path_;

@@ -22,7 +22,6 @@ class PortBus : public Bus {
             throw SystemError("ioperm " + std::to_string(first) + "-" + std::to_string(last),
                               errno);
     }
-    void revoke(uint16_t first, uint16_t last) override { ::ioperm(first, last - first + 1u, 0); }
     void access(uint16_t port, unsigned size, bool write, uint32_t* value) override {
         if (write) {
             switch (size) {
@@ -56,18 +55,15 @@ class PortBus : public Bus {
 
 // The devices are the simulated machine's (sim/machine.h).  A daemon on
 // the simulated hypervisor performs its accesses on the machine that
-// busprof-simxen hands out (see publish_sim_machine), so that a port the
-// hypervisor passes through and a trapped one reach the same device.
-// Without a simulator the bus has a machine of its own.
-std::mutex g_machine_mu;
-std::shared_ptr<sim::Machine> g_machine;
-
+// busprof-simxen hands out (Hypervisor::simulated_machine()), so that a
+// port the hypervisor passes through and a trapped one reach the same
+// device.  Without a simulator the bus has a machine of its own.
 class SimBus : public Bus {
   public:
-    explicit SimBus(const SimBusConfig& c) : cfg_(c) {}
+    SimBus(const SimBusConfig& c, std::shared_ptr<sim::Machine> m)
+        : cfg_(c), machine_(std::move(m)) {}
     std::string name() const override { return "sim"; }
     void grant(uint16_t, uint16_t) override { machine(); }
-    void revoke(uint16_t, uint16_t) override {}
 
     void access(uint16_t port, unsigned size, bool write, uint32_t* value) override {
         uint32_t r = machine().access(port, size, write, *value);
@@ -76,14 +72,10 @@ class SimBus : public Bus {
     }
 
   private:
-    // Bound at first use: the daemon makes its bus before it connects to
-    // the hypervisor that publishes the machine.
+    // Set up at first use, once the daemon is the domain's profiler: a
+    // daemon that fails to attach leaves the machine as it was.
     sim::Machine& machine() {
         std::call_once(bound_, [this] {
-            {
-                std::lock_guard lk(g_machine_mu);
-                machine_ = g_machine;
-            }
             if (!machine_)
                 machine_ = std::make_shared<sim::Machine>();
             // dom0's sim bus options set up the devices it profiles.
@@ -102,16 +94,8 @@ class SimBus : public Bus {
 std::unique_ptr<Bus> make_port_bus() {
     return std::make_unique<PortBus>();
 }
-std::unique_ptr<Bus> make_sim_bus(const SimBusConfig& cfg) {
-    return std::make_unique<SimBus>(cfg);
-}
-
-void publish_sim_machine(FD fd) {
-    std::shared_ptr<sim::Machine> m;
-    if (fd)
-        m = std::make_shared<sim::Machine>(std::move(fd));
-    std::lock_guard lk(g_machine_mu);
-    g_machine = std::move(m);
+std::unique_ptr<Bus> make_sim_bus(const SimBusConfig& cfg, std::shared_ptr<sim::Machine> machine) {
+    return std::make_unique<SimBus>(cfg, std::move(machine));
 }
 
 } // namespace busprof

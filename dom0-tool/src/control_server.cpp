@@ -2,6 +2,7 @@
 #include "control_server.h"
 
 #include "clock.h"
+#include "control_reply.h"
 #include "error.h"
 #include "seqpacket.h"
 
@@ -153,16 +154,16 @@ void ControlServer::run() {
                         done = true;
                         break;
                     case RequestFramer::Result::too_long:
-                        reply(c.fd.get(),
-                              "ERR request longer than " + std::to_string(kMaxLine) + " bytes\n");
+                        reply(c.fd.get(), control_err("request longer than " +
+                                                      std::to_string(kMaxLine) + " bytes"));
                         done = true;
                         break;
                     }
                 }
             }
             if (!done && now >= c.deadline) {
-                reply(c.fd.get(),
-                      "ERR no complete request within " + std::to_string(deadline_ms_) + " ms\n");
+                reply(c.fd.get(), control_err("no complete request within " +
+                                              std::to_string(deadline_ms_) + " ms"));
                 done = true;
             }
             if (done)
@@ -173,9 +174,9 @@ void ControlServer::run() {
             FD c(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
             if (c) {
                 if (!peer_allowed(c.get()))
-                    reply(c.get(), "ERR permission denied: only root or the daemon's user may"
-                                   " control it\nHINT run busprof as that user, e.g. with"
-                                   " sudo\n");
+                    reply(c.get(), control_err("permission denied: only root or the daemon's"
+                                               " user may control it",
+                                               "run busprof as that user, e.g. with sudo"));
                 else
                     clients.push_back(
                         {std::move(c),

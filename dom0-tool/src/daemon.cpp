@@ -2,15 +2,15 @@
 #include "daemon.h"
 
 #include "clock.h"
+#include "control_reply.h"
 #include "error.h"
 #include "ioreq_slot.h"
+#include "log.h"
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <sched.h>
-#include <sstream>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/timerfd.h>
@@ -22,13 +22,7 @@ namespace busprof {
 Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers) {
     if (cfg_.domain.empty())
         throw UserError("no domain given", "name the guest to profile: busprof daemon DOMAIN");
-    if (cfg_.bus_factory)
-        bus_ = cfg_.bus_factory();
-    else if (cfg_.bus == "sim")
-        bus_ = make_sim_bus(cfg_.sim_bus);
-    else if (cfg_.bus == "port")
-        bus_ = make_port_bus();
-    else
+    if (!cfg_.bus_factory && cfg_.bus != "sim" && cfg_.bus != "port")
         throw UserError("unknown bus '" + cfg_.bus + "'", "use --bus sim or --bus port");
 
     writer_ =
@@ -36,6 +30,13 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
                                  cfg_.burst_ms, cfg_.burst_rows, cfg_.writer_rtprio);
     hv_ = cfg_.hypervisor_factory ? cfg_.hypervisor_factory()
                                   : make_hypervisor(cfg_.backend, cfg_.sim_socket);
+    // After the hypervisor: a simulated one has the devices a sim bus reaches.
+    if (cfg_.bus_factory)
+        bus_ = cfg_.bus_factory();
+    else if (cfg_.bus == "sim")
+        bus_ = make_sim_bus(cfg_.sim_bus, hv_->simulated_machine());
+    else
+        bus_ = make_port_bus();
     dom_ = hv_->lookup(cfg_.domain);
     wake_ = FD(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!wake_)
@@ -45,48 +46,18 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
         throw_errno("timerfd_create");
 
     chan_ = hv_->attach(dom_, cfg_.timeout_ms);
+    page_ = BusprofPage(chan_->page);
     // Xen refuses to attach to more; the stamp slots below rely on it.
     if (chan_->nr_vcpus > XEN_BUSPROF_MAX_VCPUS)
         throw SystemError("attach reported " + std::to_string(chan_->nr_vcpus) + " vCPUs", EPROTO);
     pending_.resize(chan_->nr_vcpus);
     abandoned_.resize(chan_->nr_vcpus);
     for (unsigned v = 0; v < chan_->nr_vcpus; v++)
-        last_stamp_seq_[v] = chan_->page->stamp[v].seq;
-    seen_lost_ = chan_->page->ctrl_lost;
-    if (!(chan_->page->flags & XEN_BUSPROF_PAGE_CLOCK_MONOTONIC))
+        last_stamp_seq_[v] = page_.routed(v);
+    seen_lost_ = page_.ctrl_lost();
+    if (!page_.stamps_dom0_clock())
         calibrate_clock();
-
-    // The writer answers extracts once the records before them are in.
-    // A Xen of interface 1.2 or later takes extended records (who made
-    // each access); an older one only the plain ones.
-    Hypervisor* hv = hv_.get();
-    bool ext = chan_->page->version >= 0x00010002u;
-    writer_->on_extract([hv, ext](const ExtractRequest& r, ExtractResult& res) {
-        xen_busprof_extract_reply rep{};
-        rep.domid = r.domid;
-        rep.request = r.msg.seq;
-        rep.status = res.status;
-        rep.total = res.total;
-        rep.snapshot = res.snapshot;
-        rep.nr = static_cast<uint32_t>(res.records.size());
-        std::vector<xen_busprof_record> plain;
-        if (ext) {
-            rep.flags = XEN_BUSPROF_REPLY_EXT;
-        } else {
-            plain.reserve(res.records.size());
-            for (const auto& e : res.records) {
-                plain.push_back(e.rec);
-                plain.back().flags &= ~XEN_BUSPROF_RECORD_WHO;
-            }
-        }
-        Status st = ext ? hv->op(XEN_BUSPROF_extract_reply, &rep, sizeof(rep), res.records.data(),
-                                 res.records.size() * sizeof(res.records[0]))
-                        : hv->op(XEN_BUSPROF_extract_reply, &rep, sizeof(rep), plain.data(),
-                                 plain.size() * sizeof(plain[0]));
-        if (!st)
-            std::fprintf(stderr, "busprof: warning: extract reply refused: %s\n",
-                         st.error().message().c_str());
-    });
+    answer_extracts();
 
     // The socket appears once the daemon is attached: a client that sees
     // it can rely on that.
@@ -96,6 +67,20 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
 
     // Only a daemon that is fully set up leaves a session row behind.
     begin_session(now_ns());
+}
+
+// The writer answers the guest's extracts once the records before them
+// are in, on a hypervisor handle of its own: a reply never waits for a
+// call of the ioreq thread's on a shared connection, nor holds one up.
+void Daemon::answer_extracts() {
+    std::shared_ptr<Hypervisor> hv = hv_->reopen();
+    const bool extended = page_.takes_extended_records();
+    writer_->on_extract([hv, extended](const ExtractRequest& r, ExtractResult& res) {
+        Status st = reply_extract(
+            *hv, {r.domid, r.msg.seq, res.status, res.total, res.snapshot, res.records}, extended);
+        if (!st)
+            log(LogLevel::warning, "extract reply refused: %s", st.error().message().c_str());
+    });
 }
 
 // A new session row (at start, and at each rearm) and its first counters.
@@ -132,18 +117,15 @@ uint64_t Daemon::finish() {
     if (writer_) {
         lost = writer_->close(5000);
         if (lost)
-            std::fprintf(stderr,
-                         "busprof: error: %llu records and notes could not be written to"
-                         " %s: %s\n",
-                         static_cast<unsigned long long>(lost), cfg_.db.c_str(),
-                         writer_->last_error().c_str());
+            log(LogLevel::error, "%llu records and notes could not be written to %s: %s",
+                static_cast<unsigned long long>(lost), cfg_.db.c_str(),
+                writer_->last_error().c_str());
         if (writer_->rt_refused())
-            std::fprintf(stderr,
-                         "busprof: warning: the writer's commits ran at its nice value, not at"
-                         " SCHED_FIFO priority %d (--writer-rtprio): that needs CAP_SYS_NICE or an"
-                         " RLIMIT_RTPRIO of %d; where the guest's accesses keep a CPU busy, the"
-                         " scheduler may cut a burst and hold more accesses\n",
-                         cfg_.writer_rtprio, cfg_.writer_rtprio);
+            log(LogLevel::warning,
+                "the writer's commits ran at its nice value, not at SCHED_FIFO priority %d: that"
+                " needs CAP_SYS_NICE or an RLIMIT_RTPRIO of %d; where the guest's accesses keep a"
+                " CPU busy, the scheduler may cut a burst and hold more accesses",
+                cfg_.writer_rtprio, cfg_.writer_rtprio);
         writer_.reset();
     }
     return lost;
@@ -172,8 +154,8 @@ void Daemon::calibrate_clock() {
         }
     }
     clock_error_ns_ = static_cast<int64_t>(best / 2);
-    std::fprintf(stderr, "busprof: Xen clock offset %lld ns, +/- %llu ns\n",
-                 static_cast<long long>(tsc_offset_), static_cast<unsigned long long>(best / 2));
+    log(LogLevel::info, "Xen clock offset %lld ns, +/- %llu ns",
+        static_cast<long long>(tsc_offset_), static_cast<unsigned long long>(best / 2));
 }
 
 void Daemon::stop(const char* cause) {
@@ -187,13 +169,12 @@ void Daemon::stop(const char* cause) {
 
 // The stamp clock in ns, on its own time line.
 uint64_t Daemon::stamp_ns(uint64_t tsc) const {
-    return static_cast<uint64_t>(static_cast<unsigned __int128>(tsc) * 1000000 /
-                                 chan_->page->tsc_khz);
+    return static_cast<uint64_t>(static_cast<unsigned __int128>(tsc) * 1000000 / page_.tsc_khz());
 }
 
 // The stamp clock on CLOCK_MONOTONIC.
 uint64_t Daemon::to_ns(uint64_t tsc) const {
-    if (chan_->page->flags & XEN_BUSPROF_PAGE_CLOCK_MONOTONIC)
+    if (page_.stamps_dom0_clock())
         return tsc;
     return static_cast<uint64_t>(static_cast<int64_t>(stamp_ns(tsc)) + tsc_offset_);
 }
@@ -205,9 +186,9 @@ uint64_t Daemon::to_ns(uint64_t tsc) const {
 // one vCPU busy with the test's own processes: 280-380 us a wake-up on
 // average, against 28-49 us for a plain ioreq server's thread beside it,
 // and the accesses that waited a tick of dom0's kernel or more made the
-// p99).  So on Xen it runs above dom0's other work (nice -10 by default,
-// --serve-nice) and below the writer's bursts, which begin only between
-// accesses (AccessGate).  On the simulator the guest's vCPUs are dom0
+// p99).  So on Xen it runs above dom0's other work (nice -10 by default)
+// and below the writer's bursts, which begin only between accesses
+// (AccessGate).  On the simulator the guest's vCPUs are dom0
 // threads at nice 0, and a thread above them reordered them: with 4 vCPUs,
 // pinned, recording on, p99.9 1.35-1.65x that with recording off, against
 // 0.96-1.01x with the thread at their level (trap_path.py --pin, three
@@ -229,11 +210,10 @@ void Daemon::raise_serving_thread() {
     if (was == want)
         return;
     if (!set_nice(tid, want))
-        std::fprintf(stderr,
-                     "busprof: warning: the thread that serves the guest stays at nice %d, not %d"
-                     " (--serve-nice): raising it needs CAP_SYS_NICE; where dom0's CPU is busy, "
-                     "accesses may wait for it\n",
-                     was, want);
+        log(LogLevel::warning,
+            "the thread that serves the guest stays at nice %d, not %d: raising it needs"
+            " CAP_SYS_NICE; where dom0's CPU is busy, accesses may wait for it",
+            was, want);
 }
 
 // The loop turns at least every within_ms when no event comes.  The
@@ -306,8 +286,8 @@ int Daemon::run() {
         drain();
     finalize_all(true);
     if (gone_) {
-        std::fprintf(stderr, "busprof: error: the %s hypervisor went away: stopping the session\n",
-                     hv_->name().c_str());
+        log(LogLevel::error, "the %s hypervisor went away: stopping the session",
+            hv_->name().c_str());
         writer_->add_event({session_ord_, "hypervisor_gone", now_ns(),
                             "the " + hv_->name() + " hypervisor's connection closed"});
         end_session("hypervisor_gone");
@@ -353,18 +333,8 @@ void Daemon::transition(const char* kind, const std::string& cause, uint64_t now
 }
 
 void Daemon::serve_ctrl_ring() {
-    xen_busprof_page* pg = chan_->page;
-    uint32_t prod = __atomic_load_n(&pg->ctrl_prod, __ATOMIC_ACQUIRE);
-    uint32_t cons = pg->ctrl_cons;
-    if (prod - cons > XEN_BUSPROF_CTRL_RING_SIZE)
-        cons = prod - XEN_BUSPROF_CTRL_RING_SIZE;
-    while (cons != prod) {
-        xen_busprof_ctrl_msg m = pg->ring[cons % XEN_BUSPROF_CTRL_RING_SIZE];
-        cons++;
-        __atomic_store_n(&pg->ctrl_cons, cons, __ATOMIC_RELEASE);
-        on_ctrl(m);
-    }
-    uint32_t lost = __atomic_load_n(&pg->ctrl_lost, __ATOMIC_ACQUIRE);
+    page_.take_ctrl([this](const xen_busprof_ctrl_msg& m) { on_ctrl(m); });
+    uint32_t lost = page_.ctrl_lost();
     if (lost != seen_lost_) {
         writer_->add_event({session_ord_, "ctrl_lost", now_ns(),
                             std::to_string(lost - seen_lost_) +
@@ -498,8 +468,8 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
                             counters_.timeouts
                                 ? "Xen detached the profiler after a timeout"
                                 : "Xen detached the profiler: the domain is going away"});
-        std::fprintf(stderr, "busprof: Xen detached the profiler from domain %s%s\n",
-                     dom_.name.c_str(), counters_.timeouts ? " after a timeout" : "");
+        log(LogLevel::info, "Xen detached the profiler from domain %s%s", dom_.name.c_str(),
+            counters_.timeouts ? " after a timeout" : "");
         detached_ = true;
         break;
     }
@@ -510,8 +480,7 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
 // says so; if not, the request still in the slot is abandoned.
 void Daemon::timed_out(unsigned v, uint64_t t) {
     Pending& pd = pending_[v];
-    const xen_busprof_stamp& st = chan_->page->stamp[v];
-    if (pd.valid && __atomic_load_n(&st.resume_seq, __ATOMIC_ACQUIRE) != pd.seq) {
+    if (pd.valid && !page_.resumed_from(v, pd.seq)) {
         pd.r.status = XEN_BUSPROF_STATUS_TIMEOUT;
         if (pd.r.dir == XEN_BUSPROF_DIR_IN)
             pd.r.value = pd.r.size >= 4 ? 0xffffffffu : (1u << (8 * pd.r.size)) - 1;
@@ -539,45 +508,58 @@ bool Daemon::may_serve(unsigned port, unsigned size) {
 
 void Daemon::serve_ioreq(unsigned v) {
     ioreq_t* p = &chan_->ioreq->vcpu_ioreq[v];
-    if (ioreq_state(p) != STATE_IOREQ_READY)
+    ioreq_t req;
+    if (!claim_ioreq(v, p, req))
         return;
-    set_ioreq_state(p, STATE_IOREQ_INPROCESS);
-    ioreq_t req = *p;
-
-    if (req.type == IOREQ_TYPE_INVALIDATE) {
-        // A broadcast every enabled ioreq server answers; no bus access.
-        set_ioreq_state(p, STATE_IORESP_READY);
-        chan_->notify_vcpu(v);
-        return;
-    }
-
     finalize(v, false);
     // A timeout or a detach posted before this request was taken is in
     // the ring by now: read it before touching the bus.
     serve_ctrl_ring();
+    Access a = read_access(v, req);
+    answer_access(v, p, a);
+    keep_pending(v, a);
+}
 
-    const xen_busprof_stamp& st = chan_->page->stamp[v];
-    const xen_busprof_who& who = chan_->page->who[v];
-    uint64_t seq = st.seq, rip = st.rip, tsc_trap = st.tsc_trap;
-    uint64_t task = who.task;
-    uint32_t pcpu = who.pcpu;
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    bool stamped = seq != last_stamp_seq_[v];
-    if (stamped)
-        last_stamp_seq_[v] = seq;
+// Takes the request in vCPU v's slot, if one is ready, into req.  An
+// invalidate, a broadcast every enabled ioreq server answers, is answered
+// here: no bus access, nothing to record.
+bool Daemon::claim_ioreq(unsigned v, ioreq_t* p, ioreq_t& req) {
+    if (ioreq_state(p) != STATE_IOREQ_READY)
+        return false;
+    set_ioreq_state(p, STATE_IOREQ_INPROCESS);
+    req = *p;
+    if (req.type != IOREQ_TYPE_INVALIDATE)
+        return true;
+    set_ioreq_state(p, STATE_IORESP_READY);
+    chan_->notify_vcpu(v);
+    return false;
+}
 
-    unsigned size = req.size;
-    unsigned port = static_cast<unsigned>(req.addr);
-    bool write = req.dir == IOREQ_WRITE;
-    bool valid = req.type == IOREQ_TYPE_PIO && req.count == 1 && !req.data_is_ptr &&
-                 (size == 1 || size == 2 || size == 4);
-    uint32_t mask = size >= 4 || !valid ? 0xffffffffu : (1u << (8 * size)) - 1;
-    uint32_t value = write ? static_cast<uint32_t>(req.data) & mask : 0;
-    uint8_t status = XEN_BUSPROF_STATUS_OK;
-    uint64_t t0 = 0, t1 = 0, now;
-    bool abandoned = abandoned_[v] || detached_;
+// The access the request asks for, and Xen's stamp of it if the stamp is
+// new (Xen routed it: one stamp an access).
+Daemon::Access Daemon::read_access(unsigned v, const ioreq_t& req) {
+    Access a;
+    a.trap = page_.trap(v);
+    a.stamped = a.trap.seq != last_stamp_seq_[v];
+    if (a.stamped)
+        last_stamp_seq_[v] = a.trap.seq;
+
+    a.size = req.size;
+    a.port = static_cast<unsigned>(req.addr);
+    a.type = req.type;
+    a.count = req.count;
+    a.write = req.dir == IOREQ_WRITE;
+    a.valid = req.type == IOREQ_TYPE_PIO && req.count == 1 && !req.data_is_ptr &&
+              (a.size == 1 || a.size == 2 || a.size == 4);
+    a.mask = a.size >= 4 || !a.valid ? 0xffffffffu : (1u << (8 * a.size)) - 1;
+    a.value = a.write ? static_cast<uint32_t>(req.data) & a.mask : 0;
+    a.abandoned = abandoned_[v] || detached_;
     abandoned_[v] = false;
+    return a;
+}
 
+// Performs the access on the bus (or refuses it) and answers the vCPU.
+void Daemon::answer_access(unsigned v, ioreq_t* p, Access& a) {
     // From here to the notify, busprof's storage work does not begin: on a
     // CPU it shares with this thread it would be in the access's times.
     struct Inside {
@@ -591,56 +573,61 @@ void Daemon::serve_ioreq(unsigned v) {
     } inside{writer_->gate()};
     inside.gate.enter();
 
-    if (abandoned) {
+    if (a.abandoned) {
         // Xen completed it already (all ones for a read): the device must
         // not see an access the guest has moved on from.
-        status = XEN_BUSPROF_STATUS_TIMEOUT;
-        if (!write)
-            value = mask;
-    } else if (valid && may_serve(port, size)) {
-        t0 = now_ns();
-        bus_->access(static_cast<uint16_t>(port), size, write, &value);
-        t1 = now_ns();
+        a.status = XEN_BUSPROF_STATUS_TIMEOUT;
+        if (!a.write)
+            a.value = a.mask;
+    } else if (a.valid && may_serve(a.port, a.size)) {
+        a.t0 = now_ns();
+        bus_->access(static_cast<uint16_t>(a.port), a.size, a.write, &a.value);
+        a.t1 = now_ns();
     } else {
-        value = mask;
-        status = XEN_BUSPROF_STATUS_ERROR;
+        a.value = a.mask;
+        a.status = XEN_BUSPROF_STATUS_ERROR;
         counters_.notes_dropped += !writer_->add_event(
             {session_ord_, "refused", now_ns(),
-             "vCPU " + std::to_string(v) + " ioreq type " + std::to_string(req.type) + " port " +
-                 std::to_string(port) + " size " + std::to_string(size) + " count " +
-                 std::to_string(req.count) + " not served"},
+             "vCPU " + std::to_string(v) + " ioreq type " + std::to_string(a.type) + " port " +
+                 std::to_string(a.port) + " size " + std::to_string(a.size) + " count " +
+                 std::to_string(a.count) + " not served"},
             true);
     }
-    if (!write)
-        p->data = value;
+    if (!a.write)
+        p->data = a.value;
     set_ioreq_state(p, STATE_IORESP_READY);
     chan_->notify_vcpu(v);
     // The bus access's end is the time of what follows (a trigger's
     // marker, the session's start or stop): no third read of the clock.
-    now = t1 ? t1 : now_ns();
-    served_ns_ = now;
+    a.now = a.t1 ? a.t1 : now_ns();
+    served_ns_ = a.now;
     inside.leave();
+}
 
+// The access's record, pending until its vCPU resumes, and what it
+// triggers.
+void Daemon::keep_pending(unsigned v, const Access& a) {
     Pending& pd = pending_[v];
     pd.valid = true;
-    pd.seq = seq;
+    pd.seq = a.trap.seq;
     pd.r = Record{};
     pd.r.session_id = session_ord_;
     pd.r.domid = dom_.domid;
     pd.r.vcpu = static_cast<uint16_t>(v);
-    pd.r.port = static_cast<uint16_t>(port);
-    pd.r.size = static_cast<uint8_t>(size);
-    pd.r.dir = write ? XEN_BUSPROF_DIR_OUT : XEN_BUSPROF_DIR_IN;
-    pd.r.status = status;
-    pd.r.value = value & mask;
-    pd.r.rip = stamped ? rip : 0;
+    pd.r.port = static_cast<uint16_t>(a.port);
+    pd.r.size = static_cast<uint8_t>(a.size);
+    pd.r.dir = a.write ? XEN_BUSPROF_DIR_OUT : XEN_BUSPROF_DIR_IN;
+    pd.r.status = a.status;
+    pd.r.value = a.value & a.mask;
+    pd.r.rip = a.stamped ? a.trap.rip : 0;
     // A Xen of interface 1.0 leaves who[] as zeros: not known then.
-    pd.r.who_known = stamped && chan_->page->version >= 0x00010001u;
-    pd.r.task = pd.r.who_known ? task : 0;
-    pd.r.pcpu = pd.r.who_known ? pcpu : 0;
-    pd.r.t_trap_ns = stamped ? to_ns(tsc_trap) : (t0 ? t0 : now);
-    pd.r.t_bus_begin_ns = t0;
-    pd.r.t_bus_end_ns = t1;
+    pd.r.who_known = a.stamped && page_.says_who();
+    pd.r.task = pd.r.who_known ? a.trap.task : 0;
+    pd.r.pcpu = pd.r.who_known ? a.trap.pcpu : 0;
+    pd.r.t_trap_ns = a.stamped ? to_ns(a.trap.tsc) : (a.t0 ? a.t0 : a.now);
+    pd.r.t_bus_begin_ns = a.t0;
+    pd.r.t_bus_end_ns = a.t1;
+    const uint64_t now = a.now;
     if (session_.on_access(pd.r, now))
         transition(nullptr, cfg_.triggers.start_text(), now);
     pd.record = session_.recording();
@@ -650,7 +637,7 @@ void Daemon::serve_ioreq(unsigned v) {
         counters_.unrecorded++;
     if (pd.record && session_.on_access_recorded(pd.r, now))
         transition(nullptr, "on:" + cfg_.triggers.stop_on->text, now);
-    if (abandoned) {
+    if (a.abandoned) {
         // No resume will come for it.
         pd.r.t_resume_ns = now;
         pd.valid = false;
@@ -693,10 +680,8 @@ void Daemon::finalize(unsigned v, bool force) {
     Pending& pd = pending_[v];
     if (!pd.valid)
         return;
-    const xen_busprof_stamp& st = chan_->page->stamp[v];
-    uint64_t resume_seq = __atomic_load_n(&st.resume_seq, __ATOMIC_ACQUIRE);
-    if (resume_seq == pd.seq) {
-        pd.r.t_resume_ns = to_ns(st.tsc_resume);
+    if (page_.resumed_from(v, pd.seq)) {
+        pd.r.t_resume_ns = to_ns(page_.resume_tsc(v));
     } else if (force) {
         // The daemon ends before the vCPU resumed: the guest got the
         // answer (it is in the slot); only the resume time is unknown.
@@ -759,7 +744,7 @@ void Daemon::drain() {
     chan_->detach();
     std::vector<uint64_t> routed(chan_->nr_vcpus);
     for (unsigned v = 0; v < chan_->nr_vcpus; v++)
-        routed[v] = __atomic_load_n(&chan_->page->stamp[v].seq, __ATOMIC_ACQUIRE);
+        routed[v] = page_.routed(v);
     const uint64_t until = now_ns() + static_cast<uint64_t>(cfg_.timeout_ms) * 1000000u;
     std::vector<Channel::Ev> evs;
     for (;;) {
@@ -800,7 +785,7 @@ std::string Daemon::control(const std::string& line) {
     try {
         cmd = parse_control_request(line);
     } catch (const UserError& e) {
-        return std::string("ERR ") + e.what() + "\nHINT " + e.hint() + "\n";
+        return control_err(e.what(), e.hint());
     }
     if (cmd == ControlCommand::flush) {
         // In steps, so that a writer that cannot write (another connection
@@ -812,11 +797,11 @@ std::string Daemon::control(const std::string& line) {
         const Writer::FlushMark mark = writer_->request_flush();
         for (int waited = 0;; waited += 100) {
             if (writer_->flushed(mark, 100))
-                return "OK\n";
+                return control_ok();
             std::string err = writer_->last_error();
             if (!err.empty() || waited >= 10000)
-                return "ERR the trace DB cannot be written: " +
-                       (err.empty() ? std::string("not written within 10 s") : err) + "\n";
+                return control_err("the trace DB cannot be written: " +
+                                   (err.empty() ? std::string("not written within 10 s") : err));
         }
     }
     auto req = std::make_shared<Request>();
@@ -829,7 +814,7 @@ std::string Daemon::control(const std::string& line) {
     uint64_t one = 1;
     (void)!::write(wake_.get(), &one, sizeof(one));
     if (answer.wait_for(std::chrono::seconds(2)) != std::future_status::ready)
-        return "ERR the daemon did not answer within 2 s\n";
+        return control_err("the daemon did not answer within 2 s");
     std::string reply = answer.get();
     // The session's row id is the writer's to give.
     auto at = reply.find("{session}");
@@ -856,14 +841,20 @@ std::string Daemon::handle(ControlCommand cmd) {
     uint64_t now = now_ns();
     try {
         if (cmd == ControlCommand::status) {
-            std::ostringstream o;
-            o << "session {session} domain " << dom_.name << " domid " << dom_.domid << " state "
-              << to_string(session_.state()) << " recorded " << writer_->committed(session_ord_)
-              << " dropped " << counters_.dropped << " unrecorded " << counters_.unrecorded
-              << " timeouts " << counters_.timeouts << " traps " << traps_.size() << " queue "
-              << writer_->queued() << "/" << writer_->queue_capacity() << " db " << writer_->path()
-              << "\nOK\n";
-            return o.str();
+            using std::to_string;
+            return control_ok(
+                status_line({{"session", "{session}"},
+                             {"domain", dom_.name},
+                             {"domid", to_string(dom_.domid)},
+                             {"state", busprof::to_string(session_.state())},
+                             {"recorded", to_string(writer_->committed(session_ord_))},
+                             {"dropped", to_string(counters_.dropped)},
+                             {"unrecorded", to_string(counters_.unrecorded)},
+                             {"timeouts", to_string(counters_.timeouts)},
+                             {"traps", to_string(traps_.size())},
+                             {"queue", to_string(writer_->queued()) + "/" +
+                                           to_string(writer_->queue_capacity())},
+                             {"db", writer_->path()}}));
         }
         static const std::pair<ControlCommand, SessionAction> actions[] = {
             {ControlCommand::pause, SessionAction::pause},
@@ -888,12 +879,11 @@ std::string Daemon::handle(ControlCommand cmd) {
                                        : name;
                 transition(kind, "user", now);
             }
-            return "session {session} is " + std::string(to_string(session_.state())) + "\nOK\n";
+            return control_ok("session {session} is " + std::string(to_string(session_.state())));
         }
-        return std::string("ERR the daemon cannot ") + to_string(cmd) + "\n";
+        return control_err(std::string("the daemon cannot ") + to_string(cmd));
     } catch (const UserError& e) {
-        return std::string("ERR ") + e.what() + (e.hint().empty() ? "" : "\nHINT " + e.hint()) +
-               "\n";
+        return control_err(e.what(), e.hint());
     }
 }
 

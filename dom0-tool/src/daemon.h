@@ -12,6 +12,7 @@
 #pragma once
 
 #include "bus.h"
+#include "busprof_page.h"
 #include "control_server.h"
 #include "db.h"
 #include "fd.h"
@@ -40,14 +41,21 @@ struct DaemonConfig {
     unsigned timeout_ms = 1000;
     size_t queue_capacity = 65536;
     size_t note_capacity = 4096;
+    // The writer's scheduling, tuned (docs/design.md, "The writer's bursts")
+    // and not for the user to choose:
+    // its threads above the one that serves the guest, so a burst is not cut;
     int writer_nice = Writer::kDefaultWriterNice;
-    int burst_ms = Writer::kBurstMs;                  // longest a record waits for its commit
-    size_t burst_rows = Writer::kBurstRows;           // records that make a burst
-    int writer_rtprio = Writer::kDefaultWriterRtprio; // a burst's SCHED_FIFO priority, 0: none
-    // The nice value of the thread that serves the guest (Daemon::run):
-    // --serve-nice, exactly; unset, on Xen at most kXenServeNice (above
-    // dom0's other work, below the writer's bursts), on the simulator, whose
-    // guest vCPUs are dom0 threads too, as the daemon was started.
+    // a burst every second at most, so that a slow guest's records wait at most that;
+    int burst_ms = Writer::kBurstMs;
+    // 8192 records a burst: larger ones were cut as often, smaller held more accesses;
+    size_t burst_rows = Writer::kBurstRows;
+    // the commit at SCHED_FIFO 1 (0: none), which the kernel's ticks do not cut.
+    int writer_rtprio = Writer::kDefaultWriterRtprio;
+    // The nice value of the thread that serves the guest (Daemon::run), if
+    // given; by default on Xen at most kXenServeNice, above dom0's other
+    // work, which it would otherwise wait for at each access (and below the
+    // writer's bursts), and on the simulator, whose guest vCPUs are dom0
+    // threads too and which a thread above them reorders, as started.
     std::optional<int> serve_nice;
     static constexpr int kXenServeNice = -10;
     Triggers triggers;
@@ -76,13 +84,13 @@ class Daemon {
     // to create it, 0 if it has not.
     int64_t session_id(int wait_ms);
     const DomainInfo& domain() const { return dom_; }
-    // What keeps the writer's storage work out of an access (for tests).
-    AccessGate& storage_gate() { return writer_->gate(); }
 
     // Control thread: one request line, its reply.
     std::string control(const std::string& line);
 
   private:
+    friend class DaemonTestPeer; // tests/unit/daemon_test.cpp
+
     struct Pending {
         bool valid = false;
         bool record = false;
@@ -95,12 +103,30 @@ class Daemon {
         std::promise<std::string> reply;
     };
 
+    // One access, from its ioreq to its pending record.
+    struct Access {
+        unsigned port = 0, size = 0;
+        uint32_t type = 0, count = 0; // the ioreq's, for a refusal
+        bool write = false, valid = false;
+        uint32_t mask = 0, value = 0; // value: written, or read once served
+        bool stamped = false;         // Xen's stamp is this access's
+        BusprofPage::Trap trap{};     // that stamp
+        bool abandoned = false;       // Xen gave up on it first
+        uint8_t status = XEN_BUSPROF_STATUS_OK;
+        uint64_t t0 = 0, t1 = 0, now = 0; // the bus access; the answer's time
+    };
+
+    void answer_extracts();
     // ioreq thread
     void raise_serving_thread();
     void arm_tick(uint64_t now, int within_ms);
     void serve_ctrl_ring();
     void on_ctrl(const xen_busprof_ctrl_msg& m);
     void serve_ioreq(unsigned v);
+    bool claim_ioreq(unsigned v, ioreq_t* p, ioreq_t& req);
+    Access read_access(unsigned v, const ioreq_t& req);
+    void answer_access(unsigned v, ioreq_t* p, Access& a);
+    void keep_pending(unsigned v, const Access& a);
     bool may_serve(unsigned port, unsigned size);
     void resync_traps();
     bool grant(std::pair<uint16_t, uint16_t> r, uint64_t t);
@@ -128,6 +154,7 @@ class Daemon {
     DomainInfo dom_;
     std::unique_ptr<Writer> writer_;
     std::unique_ptr<Channel> chan_;
+    BusprofPage page_; // chan_'s
 
     // ioreq thread only
     std::vector<Pending> pending_;

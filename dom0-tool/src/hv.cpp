@@ -3,6 +3,8 @@
 #include "hv.h"
 #include "error.h"
 
+#include <vector>
+
 namespace busprof {
 
 Result<xen_busprof_query> query(Hypervisor& hv, domid_t domid) {
@@ -11,6 +13,29 @@ Result<xen_busprof_query> query(Hypervisor& hv, domid_t domid) {
     if (Status st = hv.op(XEN_BUSPROF_query, &q, sizeof(q)); !st)
         return st.error();
     return q;
+}
+
+Status reply_extract(Hypervisor& hv, const ExtractAnswer& a, bool extended) {
+    xen_busprof_extract_reply rep{};
+    rep.domid = a.domid;
+    rep.request = a.request;
+    rep.status = a.status;
+    rep.total = a.total;
+    rep.snapshot = a.snapshot;
+    rep.nr = static_cast<uint32_t>(a.records.size());
+    if (extended) {
+        rep.flags = XEN_BUSPROF_REPLY_EXT;
+        return hv.op(XEN_BUSPROF_extract_reply, &rep, sizeof(rep), a.records.data(),
+                     a.records.size_bytes());
+    }
+    std::vector<xen_busprof_record> plain;
+    plain.reserve(a.records.size());
+    for (const auto& e : a.records) {
+        plain.push_back(e.rec);
+        plain.back().flags &= ~XEN_BUSPROF_RECORD_WHO;
+    }
+    return hv.op(XEN_BUSPROF_extract_reply, &rep, sizeof(rep), plain.data(),
+                 plain.size() * sizeof(plain[0]));
 }
 
 std::unique_ptr<Hypervisor> make_hypervisor(const std::string& backend,

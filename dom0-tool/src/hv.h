@@ -20,6 +20,10 @@ extern "C" {
 
 namespace busprof {
 
+namespace sim {
+class Machine;
+}
+
 struct DomainInfo {
     uint16_t domid = 0;
     std::string name;
@@ -72,6 +76,12 @@ class Hypervisor {
     // Creates an ioreq server, attaches it as the domain's profiler, maps
     // the busprof page and binds the event channels.  Throws.
     virtual std::unique_ptr<Channel> attach(const DomainInfo& d, unsigned timeout_ms) = 0;
+    // Another handle on the same hypervisor, for another thread: it shares
+    // no connection and no lock with this one.  Throws.
+    virtual std::unique_ptr<Hypervisor> reopen() = 0;
+    // The machine whose devices the simulated guests' ports reach, for the
+    // sim bus (sim/machine.h); none where the guests reach real hardware.
+    virtual std::shared_ptr<sim::Machine> simulated_machine() { return nullptr; }
 };
 
 std::unique_ptr<Hypervisor> make_sim_hypervisor(const std::string& socket);
@@ -83,5 +93,18 @@ std::unique_ptr<Hypervisor> make_hypervisor(const std::string& backend,
 
 // XEN_BUSPROF_query of a domain: its policy, traps, counters and clock.
 Result<xen_busprof_query> query(Hypervisor& hv, domid_t domid);
+
+// The answer to a guest's extract request (XEN_BUSPROF_CTRL_extract).
+struct ExtractAnswer {
+    domid_t domid = 0;
+    uint64_t request = 0; // the request message's seq
+    int32_t status = 0;   // 0, or -errno for the guest
+    uint64_t total = 0, snapshot = 0;
+    std::span<const xen_busprof_record_ext> records; // XEN_BUSPROF_RECORD_WHO where known
+};
+// Hands it to Xen (XEN_BUSPROF_extract_reply): extended records where Xen
+// takes them (interface 1.2 on, BusprofPage::takes_extended_records), plain
+// ones without who otherwise.  The errno of a refusal is the caller's.
+Status reply_extract(Hypervisor& hv, const ExtractAnswer& a, bool extended);
 
 } // namespace busprof

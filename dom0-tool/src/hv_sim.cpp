@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
-#include "bus.h"
 #include "error.h"
 #include "hv.h"
+#include "machine.h"
 #include "seqpacket.h"
 
 extern "C" {
@@ -40,14 +40,14 @@ class SimConn {
 
     // The machine's devices, for the sim bus: what the hypervisor passes
     // through and what the profiler performs must be the same hardware.
-    void acquire_machine() {
+    std::shared_ptr<sim::Machine> acquire_machine() {
         std::vector<FD> fds;
         bp_sim_msg m{};
         m.type = BP_SIM_ACQUIRE_MACHINE;
         call(m, nullptr, 0, &fds);
         if (m.rc < 0 || fds.size() != 1)
             throw SystemError("mapping the simulated machine", m.rc < 0 ? -m.rc : EPROTO);
-        publish_sim_machine(std::move(fds[0]));
+        return std::make_shared<sim::Machine>(std::move(fds[0]));
     }
 
     // Sends m (+records), replaces m by the reply; fds received go to fds.
@@ -182,11 +182,21 @@ class SimChannel : public Channel {
 class SimHypervisorClient : public Hypervisor {
   public:
     explicit SimHypervisorClient(const std::string& socket)
-        : conn_(std::make_shared<SimConn>(socket)) {
-        conn_->acquire_machine();
-    }
+        : socket_(socket), conn_(std::make_shared<SimConn>(socket)) {}
 
     std::string name() const override { return "sim"; }
+
+    // A connection of its own: a call on it never waits for one of this
+    // handle's (SimConn's lock).
+    std::unique_ptr<Hypervisor> reopen() override {
+        return std::make_unique<SimHypervisorClient>(socket_);
+    }
+
+    std::shared_ptr<sim::Machine> simulated_machine() override {
+        if (!machine_)
+            machine_ = conn_->acquire_machine();
+        return machine_;
+    }
 
     DomainInfo lookup(const std::string& dom) override {
         bp_sim_msg m{};
@@ -276,7 +286,9 @@ class SimHypervisorClient : public Hypervisor {
     }
 
   private:
+    std::string socket_;
     std::shared_ptr<SimConn> conn_;
+    std::shared_ptr<sim::Machine> machine_;
 };
 
 } // namespace

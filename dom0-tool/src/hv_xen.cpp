@@ -311,6 +311,9 @@ class XenHypervisor : public Hypervisor {
         return std::make_unique<XenChannel>(call_, d, timeout_ms);
     }
 
+    // A privcmd handle of its own.
+    std::unique_ptr<Hypervisor> reopen() override { return std::make_unique<XenHypervisor>(); }
+
   private:
     static std::optional<domid_t> parse_domid(const std::string& s) {
         if (s.empty() || s.size() > 5 || s.find_first_not_of("0123456789") != std::string::npos)

@@ -2,11 +2,12 @@
 // Move-only owners of libxen handles and of what they hand out (hypercall
 // buffers, foreign resource mappings, event channel bindings, ioreq
 // servers), plus the xentoollog logger that routes libxen's messages to
-// busprof's stderr.  A failing libxen call becomes a SystemError here, so
+// busprof's log.  A failing libxen call becomes a SystemError here, so
 // callers never see a raw -1.
 #pragma once
 
 #include "error.h"
+#include "log.h"
 
 #include <cstdarg>
 #include <cstdio>
@@ -29,44 +30,44 @@ extern "C" {
 
 namespace busprof::xen {
 
-// busprof's xentoollog logger: warnings and errors always, everything when
-// BUSPROF_DEBUG is set.  libxen casts the vtable pointer back to its own
-// logger type, so the vtable must come first.
+// busprof's xentoollog logger: libxen's warnings and errors go to busprof's
+// log at those levels, the rest at debug (-v).  libxen casts the vtable
+// pointer back to its own logger type, so the vtable must come first.
 struct Logger {
     xentoollog_logger vtable;
-    bool debug;
 };
 
-__attribute__((format(printf, 5, 0))) inline void logger_vmessage(xentoollog_logger* l,
+__attribute__((format(printf, 5, 0))) inline void logger_vmessage(xentoollog_logger*,
                                                                   xentoollog_level level,
                                                                   int errnoval, const char* context,
                                                                   const char* format, va_list ap) {
-    if (level < XTL_WARN && !reinterpret_cast<Logger*>(l)->debug)
+    const LogLevel l = level >= XTL_ERROR  ? LogLevel::error
+                       : level >= XTL_WARN ? LogLevel::warning
+                                           : LogLevel::debug;
+    if (!log_enabled(l))
         return;
     char msg[1024];
     std::vsnprintf(msg, sizeof(msg), format, ap);
-    std::string line = "busprof: xen: ";
+    std::string line = "xen: ";
     if (context)
         line += std::string(context) + ": ";
     line += msg;
     if (errnoval >= 0)
         line += std::string(": ") + std::strerror(errnoval);
-    std::fprintf(stderr, "%s\n", line.c_str());
+    log(l, "%s", line.c_str());
 }
 
-inline void logger_progress(xentoollog_logger* l, const char* context, const char* doing_what,
+inline void logger_progress(xentoollog_logger*, const char* context, const char* doing_what,
                             int percent, unsigned long, unsigned long) {
-    if (reinterpret_cast<Logger*>(l)->debug)
-        std::fprintf(stderr, "busprof: xen: %s%s%s: %d%%\n", context ? context : "",
-                     context ? ": " : "", doing_what, percent);
+    log(LogLevel::debug, "xen: %s%s%s: %d%%", context ? context : "", context ? ": " : "",
+        doing_what, percent);
 }
 
 // The logger is static and outlives every handle; nothing to free.
 inline void logger_destroy(xentoollog_logger*) {}
 
 inline xentoollog_logger* logger() {
-    static Logger l = {{logger_vmessage, logger_progress, logger_destroy},
-                       std::getenv("BUSPROF_DEBUG") != nullptr};
+    static Logger l = {{logger_vmessage, logger_progress, logger_destroy}};
     return &l.vtable;
 }
 

@@ -38,14 +38,9 @@ trap-to-resume time of all rows and of the unmarked ones.  --pin runs every
 process on CPU 0 (taskset): wake-up noise removed, parallelism too.
 
 usage: trap_path.py --bin BUILD_DIR [--accesses N] [--rounds R] [--vcpus 1,2,4] [--pin [--idle-hog]]
-                    [--writer-nice N]   (the daemon's, -20 to 19: the writer's bursts at that nice value)
-                    [--serve-nice N]    (the daemon's, -20 to 19: its thread that serves the guest;
-                                         the bare chain runs at the nice value it is started with)
-                    [--queue N]   (the daemon's record queue: the writer is raised to the
-                                   daemon's priority once a quarter of it waits)
-                    [--burst-rows N]    (the daemon's: records that make one of the writer's bursts)
-                    [--writer-rtprio N] (the daemon's, 0-99: the SCHED_FIFO priority of a burst's
-                                         commit; 0: at the writer's nice value)
+                    [--queue N]   (the daemon's record queue: a burst is a quarter of it at most)
+The daemon runs with its own scheduling (docs/design.md, "The writer's bursts"),
+which its command line does not offer to change.
 """
 import argparse
 import os
@@ -210,20 +205,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--vcpus", default="1,2,4")
     ap.add_argument("--pin", action="store_true")
-    ap.add_argument("--writer-nice", type=int)
-    ap.add_argument("--serve-nice", type=int)
     ap.add_argument("--queue", type=int)
-    ap.add_argument("--burst-rows", type=int)
-    ap.add_argument("--writer-rtprio", type=int)
     ap.add_argument("--idle-hog", action="store_true")
     a = ap.parse_args()
     if a.idle_hog and not a.pin:
         ap.error("--idle-hog needs --pin: the busy loop shares CPU 0 with the chain")
-    extra = [] if a.writer_nice is None else ["--writer-nice", str(a.writer_nice)]
-    extra += [] if a.serve_nice is None else ["--serve-nice", str(a.serve_nice)]
-    extra += [] if a.queue is None else ["--queue", str(a.queue)]
-    extra += [] if a.burst_rows is None else ["--burst-rows", str(a.burst_rows)]
-    extra += [] if a.writer_rtprio is None else ["--writer-rtprio", str(a.writer_rtprio)]
+    extra = [] if a.queue is None else ["--queue", str(a.queue)]
     b = os.path.abspath(a.bin)
     print(f"trap path: {a.accesses} OUTs per vCPU, {a.rounds} interleaved rounds"
           f"{', pinned to CPU 0' if a.pin else ''}"

@@ -729,8 +729,8 @@ def guest_pauses_and_resumes_the_recording(rig):
 
 
 def records_wait_for_their_burst_unless_flushed(rig):
-    """--burst-ms: records that come slower than a burst's count wait that
-    long for their commit (a live reader sees them then), and `busprof
+    """Records that come slower than a burst's count wait the burst's time
+    (here set by busprof_burst_daemon) for their commit (a live reader sees them then), and `busprof
     flush` commits them at once.  A note commits the records queued before
     it: the guest starts once the trap's notes are in (`busprof trap`
     returns once the hypervisor has set the trap, maybe before the daemon
@@ -738,7 +738,7 @@ def records_wait_for_their_burst_unless_flushed(rig):
     first records with them)."""
     args = ("--sim-socket", rig.sim_sock)
     rig.policy("0x3f8-0x3ff")
-    rig.start_daemon("--burst-ms", "60000")
+    rig.start_burst_daemon(60000)
     rig.busprof("trap", DOMAIN, "--ports", "0x3f8-0x3ff", *args)
     started = "SELECT count(*) FROM markers WHERE kind = 'start'"  # the last of the trap's notes
     wait_for(lambda: query(rig.db, started) == [(1,)], timeout=30, what="the trap's markers")
@@ -751,7 +751,7 @@ def records_wait_for_their_burst_unless_flushed(rig):
     assert n == [(made,)], (n, made, status(rig))
     rig.stop_daemon()
     # A burst 200 ms after the first record, with no flush.
-    rig.start_daemon("--burst-ms", "200")
+    rig.start_burst_daemon(200)
     rig.busprof("trap", DOMAIN, "--ports", "0x3f8-0x3ff", *args)
     more = plain_guest(rig, 20)
     wait_for(lambda: query(rig.db, "SELECT count(*) FROM transactions")[0][0] == made + more,

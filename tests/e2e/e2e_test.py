@@ -78,6 +78,15 @@ class Rig:
             self.daemon = d
         return d
 
+    def start_burst_daemon(self, burst_ms):
+        """The daemon with its writer's bursts burst_ms apart, which `busprof
+        daemon` does not let a user choose (busprof_burst_daemon)."""
+        d = self.spawn([self.exe("tests/e2e/busprof_burst_daemon"), str(burst_ms), DOMAIN,
+                        self.sim_sock, self.ctl_sock, self.db])
+        self.wait_path(self.ctl_sock, d, "daemon")
+        self.daemon = d
+        return d
+
     def guest(self, argv, timeout=60, domid=DOMID):
         env = dict(os.environ, BUSPROF_SIM_SOCKET=self.sim_sock, BUSPROF_SIM_DOMID=str(domid))
         return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout)

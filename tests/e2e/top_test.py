@@ -143,11 +143,11 @@ def batch_frames_count_what_the_trace_holds(rig):
 
 
 def frames_count_accesses_the_writer_has_not_committed(rig):
-    """The writer commits in bursts (here one a minute, --burst-ms): each
+    """The writer commits in bursts (here one a minute, busprof_burst_daemon): each
     frame has the daemon flush first, so it counts the accesses made
     before it, not the ones the writer happened to have committed."""
     rig.policy(PORTS)
-    rig.start_daemon("--burst-ms", "60000")
+    rig.start_burst_daemon(60000)
     rig.busprof("trap", DOMAIN, "--ports", "0x3f8-0x3ff", "--sim-socket", rig.sim_sock)
     top = rig.spawn([rig.exe("dom0-tool/busprof"), "top", "--socket", rig.ctl_sock, "--batch",
                      "--interval", "0.25", "--iterations", "24"])

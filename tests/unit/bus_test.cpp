@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <memory>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -179,25 +180,38 @@ TEST(SimMachine, RefusesARegionThatIsNotAMachine) {
     EXPECT_THROW(sim::Machine{std::move(fd)}, SystemError);
 }
 
-TEST(SimBusPublished, PerformsAccessesOnThePublishedMachine) {
-    sim::Machine m;
-    publish_sim_machine(FD(::dup(m.fd())));
+TEST(SimBusOnAMachine, PerformsAccessesOnTheMachineItIsGiven) {
+    auto m = std::make_shared<sim::Machine>();
+    sim::Machine same{FD(::dup(m->fd()))};
     SimBusConfig cfg;
     cfg.uart_base = 0x2f8;
-    auto bus = make_sim_bus(cfg);
+    auto bus = make_sim_bus(cfg, m);
     uint32_t v = 0x77;
     bus->access(0x2ff, 1, true, &v);
     // The daemon's options set up the machine's devices for both sides.
-    EXPECT_EQ(m.access(0x2ff, 1, false, 0), 0x77u);
-    EXPECT_EQ(m.layout().uart_base, 0x2f8);
-    m.access(0x2ff, 1, true, 0x66);
+    EXPECT_EQ(same.access(0x2ff, 1, false, 0), 0x77u);
+    EXPECT_EQ(same.layout().uart_base, 0x2f8);
+    same.access(0x2ff, 1, true, 0x66);
     bus->access(0x2ff, 1, false, &v);
     EXPECT_EQ(v, 0x66u);
-    publish_sim_machine(FD());
 }
 
-TEST(SimBusPublished, WithoutOneTheBusHasItsOwnDevices) {
-    publish_sim_machine(FD());
+// Two buses of one process, each on its own machine (two simulators): each
+// reaches its own.  With one machine for the process, published by the
+// last simulator connected, both reached that one.
+TEST(SimBusOnAMachine, EachBusReachesItsOwnMachine) {
+    auto m1 = std::make_shared<sim::Machine>(), m2 = std::make_shared<sim::Machine>();
+    auto b1 = make_sim_bus({}, m1);
+    auto b2 = make_sim_bus({}, m2);
+    uint32_t v = 0x11;
+    b1->access(0x3ff, 1, true, &v);
+    v = 0x22;
+    b2->access(0x3ff, 1, true, &v);
+    EXPECT_EQ(m1->access(0x3ff, 1, false, 0), 0x11u);
+    EXPECT_EQ(m2->access(0x3ff, 1, false, 0), 0x22u);
+}
+
+TEST(SimBusOnAMachine, WithoutOneTheBusHasItsOwnDevices) {
     sim::Machine m;
     auto bus = make_sim_bus({});
     uint32_t v = 0x12;

@@ -4,6 +4,7 @@
 // records, without processes.  The fake channel is what Xen gives a
 // profiler (an ioreq page, the busprof page, events); the test plays Xen's
 // part on them from its own thread, and the writer stores into a real DB.
+#include "busprof_page.h"
 #include "daemon.h"
 #include "error.h"
 #include "ioreq_slot.h"
@@ -162,9 +163,7 @@ class FakeChannel : public Channel {
         m.nr = XEN_BUSPROF_EXTRACT_MAX;
         m.tsc = now();
         m.seq = ++seq_;
-        uint32_t prod = page->ctrl_prod;
-        page->ring[prod % XEN_BUSPROF_CTRL_RING_SIZE] = m;
-        __atomic_store_n(&page->ctrl_prod, prod + 1, __ATOMIC_RELEASE);
+        BusprofPage(page).post_ctrl(m);
     }
     uint64_t last_seq() const { return seq_; }
 
@@ -188,11 +187,7 @@ class FakeChannel : public Channel {
     }
     // Xen's routing decision for vCPU v's access, which stamps it.
     void stamp(unsigned v, uint16_t port) {
-        xen_busprof_stamp& st = page->stamp[v];
-        st.rip = 0x401000 + port;
-        st.tsc_trap = now();
-        page->who[v].task = 4242;
-        __atomic_store_n(&st.seq, st.seq + 1, __ATOMIC_RELEASE);
+        BusprofPage(page).stamp_trap(v, 0x401000 + port, now(), 4242);
     }
     // The ioreq of the access vCPU v was routed for, sent.
     void ready(unsigned v, uint16_t port, bool write, uint32_t data = 0, bool notify = true) {
@@ -233,9 +228,7 @@ class FakeChannel : public Channel {
         EXPECT_EQ(unsigned{ioreq_state(p)}, unsigned{STATE_IORESP_READY});
         uint32_t value = static_cast<uint32_t>(p->data);
         set_ioreq_state(p, STATE_IOREQ_NONE);
-        xen_busprof_stamp& st = page->stamp[v];
-        st.tsc_resume = now();
-        __atomic_store_n(&st.resume_seq, st.seq, __ATOMIC_RELEASE);
+        BusprofPage(page).stamp_resume(v, now());
         return value;
     }
 
@@ -284,6 +277,8 @@ class FakeHypervisor : public Hypervisor {
     std::unique_ptr<Channel> attach(const DomainInfo&, unsigned) override {
         return std::make_unique<ChannelEnd>(ch_);
     }
+    // The daemon's handles forward to this one (DaemonTest::Forward).
+    std::unique_ptr<Hypervisor> reopen() override { return nullptr; }
 
   private:
     std::shared_ptr<FakeChannel> ch_;
@@ -293,7 +288,6 @@ class MockBus : public Bus {
   public:
     std::string name() const override { return "mock"; }
     MOCK_METHOD(void, grant, (uint16_t, uint16_t), (override));
-    MOCK_METHOD(void, revoke, (uint16_t, uint16_t), (override));
     MOCK_METHOD(void, access, (uint16_t, unsigned, bool, uint32_t*), (override));
 };
 
@@ -301,7 +295,6 @@ class MockBus : public Bus {
 struct NullBus : Bus {
     std::string name() const override { return "null"; }
     void grant(uint16_t, uint16_t) override {}
-    void revoke(uint16_t, uint16_t) override {}
     void access(uint16_t, unsigned, bool write, uint32_t* v) override {
         if (!write)
             *v = 0x5a;
@@ -336,8 +329,8 @@ class DaemonTest : public ::testing::Test {
 
         cfg.domain = "guest";
         cfg.db = (dir_ / "trace.db").string();
-        cfg.hypervisor_factory = [h = std::shared_ptr<Hypervisor>(std::move(hv))]() mutable {
-            return std::unique_ptr<Hypervisor>(new Forward(h));
+        cfg.hypervisor_factory = [this, h = std::shared_ptr<Hypervisor>(std::move(hv))]() mutable {
+            return std::unique_ptr<Hypervisor>(new Forward(h, 0, &reply_handle));
         };
         cfg.bus_factory = [b = std::shared_ptr<Bus>(std::move(b))]() mutable {
             return std::unique_ptr<Bus>(new ForwardBus(b));
@@ -387,23 +380,32 @@ class DaemonTest : public ::testing::Test {
 
     // The factories hand out owners that forward to the objects the test
     // set expectations on, which stay alive for the whole test.
+    // Each handle the daemon opens (its own, then reopen()'s) is numbered;
+    // *reply_handle is the one an extract reply went through.
     struct Forward : Hypervisor {
-        explicit Forward(std::shared_ptr<Hypervisor> h) : h(std::move(h)) {}
+        Forward(std::shared_ptr<Hypervisor> h, int handle, std::atomic<int>* reply_handle)
+            : h(std::move(h)), handle(handle), reply_handle(reply_handle) {}
         std::string name() const override { return h->name(); }
         DomainInfo lookup(const std::string& d) override { return h->lookup(d); }
         Status op(unsigned c, void* a, size_t s, const void* r, size_t n) override {
+            if (c == XEN_BUSPROF_extract_reply)
+                reply_handle->store(handle);
             return h->op(c, a, s, r, n);
         }
         std::unique_ptr<Channel> attach(const DomainInfo& d, unsigned t) override {
             return h->attach(d, t);
         }
+        std::unique_ptr<Hypervisor> reopen() override {
+            return std::make_unique<Forward>(h, handle + 1, reply_handle);
+        }
         std::shared_ptr<Hypervisor> h;
+        int handle;
+        std::atomic<int>* reply_handle;
     };
     struct ForwardBus : Bus {
         explicit ForwardBus(std::shared_ptr<Bus> b) : b(std::move(b)) {}
         std::string name() const override { return b->name(); }
         void grant(uint16_t f, uint16_t l) override { b->grant(f, l); }
-        void revoke(uint16_t f, uint16_t l) override { b->revoke(f, l); }
         void access(uint16_t p, unsigned s, bool w, uint32_t* v) override { b->access(p, s, w, v); }
         std::shared_ptr<Bus> b;
     };
@@ -417,8 +419,20 @@ class DaemonTest : public ::testing::Test {
     std::unique_ptr<Daemon> daemon;
     std::thread runner;
     std::thread::id run_thread;
+    std::atomic<int> reply_handle{-1};
     int rc = -1;
 };
+
+} // namespace
+
+// What only the tests look at inside a daemon.
+class DaemonTestPeer {
+  public:
+    // What keeps the writer's storage work out of an access.
+    static AccessGate& storage_gate(Daemon& d) { return d.writer_->gate(); }
+};
+
+namespace {
 
 // The slot's state read and written as its byte agrees with Xen's bit-field
 // declaration, and a new state leaves the requester's bits of that byte.
@@ -458,13 +472,13 @@ TEST_F(DaemonTest, StorageWorkWaitsWhileAnAccessIsServed) {
     EXPECT_CALL(*bus, grant(0x2f8, 0x2ff));
     EXPECT_CALL(*bus, access(0x2ff, 1u, true, _))
         .WillOnce([&](uint16_t, unsigned, bool, uint32_t*) {
-            closed_during = !daemon->storage_gate().wait_outside(0);
+            closed_during = !DaemonTestPeer::storage_gate(*daemon).wait_outside(0);
         });
     start();
     chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
     chan->send(0, 0x2ff, true, 0x5a);
     chan->resume(0);
-    EXPECT_TRUE(daemon->storage_gate().wait_outside(1'000'000'000));
+    EXPECT_TRUE(DaemonTestPeer::storage_gate(*daemon).wait_outside(1'000'000'000));
     EXPECT_EQ(finish(), EXIT_SUCCESS);
     EXPECT_EQ(closed_during, 1);
 }
@@ -474,7 +488,7 @@ static int own_nice() {
     return nice_of(static_cast<int>(::gettid()));
 }
 
-// The thread that serves the guest runs at --serve-nice from run() on
+// The thread that serves the guest runs at its configured nice value from run() on
 // (here nicer than the test, which needs no privilege); the writer's thread,
 // made before, keeps its own value.
 TEST_F(DaemonTest, TheThreadThatServesTheGuestRunsAtItsNiceValue) {
@@ -576,7 +590,7 @@ std::string DaemonTest::rtprio_warning(bool denied) {
     EXPECT_EQ(finish(), EXIT_SUCCESS);
     const std::string err = ::testing::internal::GetCapturedStderr();
     EXPECT_EQ(scalar("SELECT count(*) FROM transactions"), 1);
-    const size_t at = err.find("--writer-rtprio");
+    const size_t at = err.find("the writer's commits ran at");
     return at == std::string::npos ? "" : err.substr(0, err.find('\n', at));
 }
 
@@ -585,7 +599,7 @@ std::string DaemonTest::rtprio_warning(bool denied) {
 TEST_F(DaemonTest, AWriterRefusedItsRealTimePrioritySaysSo) {
     const std::string w = rtprio_warning(true);
     EXPECT_NE(w.find("busprof: warning: the writer's commits ran at its nice value, not at "
-                     "SCHED_FIFO priority 1 (--writer-rtprio): that needs CAP_SYS_NICE"),
+                     "SCHED_FIFO priority 1: that needs CAP_SYS_NICE"),
               std::string::npos)
         << w;
 }
@@ -763,6 +777,31 @@ TEST_F(DaemonTest, TheWriterAnswersAnExtractNotTheIoreqThread) {
     }
 }
 
+// The writer's extract reply goes through a hypervisor handle of its own
+// (Hypervisor::reopen), never the one the ioreq thread calls on: on the
+// simulator a handle is a connection whose calls take turns under a lock,
+// and the two threads would wait for each other there.
+TEST_F(DaemonTest, TheWriterRepliesOnAHypervisorHandleOfItsOwn) {
+    EXPECT_CALL(*bus, grant(0x2f8, 0x2ff));
+    EXPECT_CALL(*bus, access(0x2fc, 1u, true, _));
+    std::promise<void> answered;
+    EXPECT_CALL(*hv, op(XEN_BUSPROF_extract_reply, _, _, _, _))
+        .WillOnce(Invoke([&](unsigned, void*, size_t, const void*, size_t) -> Status {
+            answered.set_value();
+            return Ok{};
+        }));
+    start();
+    chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
+    chan->send(0, 0x2fc, true, 0x10);
+    chan->resume(0);
+    chan->post(XEN_BUSPROF_CTRL_extract, 0x2f8, 0x2ff);
+    chan->report({Channel::Ev::ring, 0});
+    auto f = answered.get_future();
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    EXPECT_EQ(finish(), EXIT_SUCCESS);
+    EXPECT_EQ(reply_handle.load(), 1) << "0 is the daemon's own handle";
+}
+
 // A Xen before 1.2 takes only plain records, which say nothing of who.
 TEST_F(DaemonTest, AnOlderXenGetsPlainRecords) {
     chan->page->version = 0x00010001;
@@ -805,7 +844,7 @@ TEST_F(DaemonTest, LostControlMessagesAreReadBackFromXensTable) {
     EXPECT_CALL(*bus, access(0x71, 1u, false, _)).WillOnce(SetArgPointee<3>(0x26));
     xen_traps = {{0x70, 0x71}};
     start();
-    __atomic_store_n(&chan->page->ctrl_lost, 4u, __ATOMIC_RELEASE);
+    BusprofPage(chan->page).lose_ctrl(4);
     chan->send(0, 0x71, false);
     EXPECT_EQ(chan->resume(0), 0x26u);
     EXPECT_EQ(finish(), EXIT_SUCCESS);
@@ -958,6 +997,33 @@ TEST_F(DaemonTest, ServingAnAccessReadsTheClockTwice) {
     EXPECT_EQ(scalar("SELECT count(*) FROM transactions WHERE status = 'ok' AND "
                      "t_bus_begin_ns > 0 AND t_bus_end_ns >= t_bus_begin_ns"),
               200 + kBatches * kAccesses);
+}
+
+// Records that come slower than a burst's count wait for the burst's
+// time (here a minute) before they are committed, unless `busprof flush`
+// asks for them: then at once.  The time is the writer's, set in the
+// daemon's configuration only (Writer::kBurstMs by default).
+TEST_F(DaemonTest, RecordsWaitForTheirBurstUnlessFlushed) {
+    cfg.burst_ms = 60000;
+    EXPECT_CALL(*bus, grant(0x2f8, 0x2ff));
+    EXPECT_CALL(*bus, access(0x2fc, 1u, true, _)).Times(3);
+    start();
+    chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
+    for (uint32_t i = 0; i < 3; i++) {
+        chan->send(0, 0x2fc, true, i);
+        chan->resume(0);
+    }
+    // The last record is queued once its vCPU's resume is seen (a tick).
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    std::string st;
+    while ((st = daemon->control("status")).find(" queue 3/") == std::string::npos &&
+           std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_NE(st.find(" queue 3/"), std::string::npos) << st;
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions"), 0);
+    EXPECT_EQ(daemon->control("flush"), "OK\n");
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions"), 3);
+    EXPECT_EQ(finish(), EXIT_SUCCESS);
 }
 
 } // namespace
