@@ -1009,12 +1009,18 @@ TEST_F(DaemonTest, RecordsWaitForTheirBurstUnlessFlushed) {
     EXPECT_CALL(*bus, access(0x2fc, 1u, true, _)).Times(3);
     start();
     chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
+    // A marker waiting in the writer's queue takes the records queued with
+    // it at once: the accesses come after the trap's marker is in the DB.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (scalar("SELECT count(*) FROM markers WHERE kind = 'start_trap'") == 0 &&
+           std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_EQ(scalar("SELECT count(*) FROM markers WHERE kind = 'start_trap'"), 1);
     for (uint32_t i = 0; i < 3; i++) {
         chan->send(0, 0x2fc, true, i);
         chan->resume(0);
     }
     // The last record is queued once its vCPU's resume is seen (a tick).
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     std::string st;
     while ((st = daemon->control("status")).find(" queue 3/") == std::string::npos &&
            std::chrono::steady_clock::now() < until)
