@@ -3,6 +3,7 @@
 #include "daemon.h"
 #include "cmd.h"
 #include "log.h"
+#include "seqpacket.h"
 #include "signal_thread.h"
 
 #include <csignal>
@@ -79,6 +80,7 @@ void setup_daemon(CLI::App& app, Globals& g, Runner& run) {
             sigaddset(&set, SIGTERM);
             sigaddset(&set, SIGINT);
             pthread_sigmask(SIG_BLOCK, &set, nullptr);
+            make_socket_dir(cfg->control_socket);
             Daemon d(*cfg);
             SignalThread on_signal(set, "bp-signal", [&d] { d.stop("signal"); });
             // The guest is served from run() on: never wait long on the DB here.

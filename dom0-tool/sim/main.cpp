@@ -2,6 +2,7 @@
 // busprof-simxen: the simulated hypervisor as a process.
 #include "cmd.h"
 #include "error.h"
+#include "seqpacket.h"
 #include "signal_thread.h"
 #include "simxen.h"
 
@@ -69,6 +70,7 @@ int main(int argc, char** argv) {
         sigaddset(&set, SIGTERM);
         sigaddset(&set, SIGINT);
         pthread_sigmask(SIG_BLOCK, &set, nullptr);
+        busprof::make_socket_dir(socket);
         busprof::sim::SimHypervisor sim(socket, cfgs);
         busprof::SignalThread on_signal(set, "simxen-signal", [&sim] { sim.stop(); });
         std::fprintf(stderr, "busprof-simxen: serving %zu domain(s) on %s\n", cfgs.size(),

@@ -106,6 +106,17 @@ FD unix_listen(const std::string& path, int type) {
     return fd;
 }
 
+void make_socket_dir(const std::string& path) {
+    const size_t slash = path.rfind('/');
+    if (slash == std::string::npos || slash == 0)
+        return; // the working directory, or /
+    const std::string dir = path.substr(0, slash);
+    if (::mkdir(dir.c_str(), 0700) == 0)
+        ::chmod(dir.c_str(), 0700); // whatever the umask took away
+    else if (errno != EEXIST)
+        throw SystemError("making the socket directory " + dir, errno);
+}
+
 bool peer_allowed(int sock) {
     ucred cred{};
     socklen_t len = sizeof(cred);

@@ -25,6 +25,12 @@ FD unix_connect(const std::string& path, int type,
                 std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 FD unix_listen(const std::string& path, int type);
 
+// Makes the directory a server's socket path names if it is missing (mode
+// 0700, as systemd's RuntimeDirectory= would), so that a default such as
+// /run/busprof/NAME.sock works without systemd.  Only the last directory is
+// made; an existing one is left as it is.  Throws SystemError.
+void make_socket_dir(const std::string& path);
+
 // Whether the process at the other end of a connected UNIX socket may use
 // a busprof server: root, or the user this process runs as.
 bool peer_allowed(int sock);

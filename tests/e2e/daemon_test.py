@@ -279,6 +279,32 @@ def a_flush_against_a_locked_db_fails_at_once(rig):
     rig.stop_daemon()
 
 
+def a_missing_socket_directory_is_made(rig):
+    """Without systemd nothing makes /run/busprof: the daemon and the
+    simulator make the directory of their socket (0700) if it is missing
+    (they failed to bind), leave an existing one as it is, and refuse with
+    the reason a path whose parent is missing too."""
+    rig.policy(PORTS)
+    run = os.path.join(rig.dir, "run")
+    rig.start_daemon(ctl_sock=os.path.join(run, "busprof.sock"))
+    assert os.stat(run).st_mode & 0o777 == 0o700, oct(os.stat(run).st_mode)
+    assert "state " in status(rig, os.path.join(run, "busprof.sock"))
+    rig.stop_daemon()
+    shared = os.path.join(rig.dir, "shared")
+    os.mkdir(shared, 0o755)
+    os.chmod(shared, 0o755)
+    sim = rig.spawn([rig.exe("dom0-tool/busprof-simxen"), "--socket",
+                     os.path.join(shared, "sim.sock"), "--domain", "9:other:0x300-0x30f:1"])
+    rig.wait_path(os.path.join(shared, "sim.sock"), sim)
+    assert os.stat(shared).st_mode & 0o777 == 0o755, oct(os.stat(shared).st_mode)
+    deep = os.path.join(rig.dir, "no", "such", "busprof.sock")
+    r = subprocess.run([rig.exe("dom0-tool/busprof"), "daemon", DOMAIN, "--backend", "sim",
+                        "--sim-socket", rig.sim_sock, "--socket", deep, "--db", rig.db],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "making the socket directory" in r.stderr \
+        and "No such file or directory" in r.stderr, (r.returncode, r.stderr)
+
+
 def a_deleted_db_is_noticed(rig):
     """The trace DB and its -wal and -shm deleted while the daemon records:
     the guest is still served, `busprof flush` fails saying what happened,
@@ -791,6 +817,7 @@ CASES = {f.__name__: f for f in [
     dom0_traps_an_unmodified_guest, triggers_on_a_match_keep_the_pre_trigger_window,
     guest_pauses_and_resumes_the_recording, records_wait_for_their_burst_unless_flushed,
     a_flush_waits_only_for_what_came_before_it, a_flush_against_a_locked_db_fails_at_once,
+    a_missing_socket_directory_is_made,
     a_deleted_db_is_noticed, a_replaced_db_gets_nothing_of_the_old_one,
     simulator_refuses_what_busprof_cannot_profile]}
 
