@@ -75,6 +75,21 @@ CLI::Validator seconds_in(double lo, double hi) {
         "SECONDS");
 }
 
+CLI::Validator domain_spec() {
+    return CLI::Validator(
+        [](std::string& s) -> std::string {
+            if (s.empty())
+                return "empty domain";
+            const bool hex = s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+            if (s[0] == '-' || hex || s.find_first_not_of("0123456789") == std::string::npos) {
+                std::string err = integer_in(0, 0x7fef)(s);
+                return err.empty() ? err : err + " nor a domain name";
+            }
+            return {};
+        },
+        "DOMAIN");
+}
+
 CLI::Validator non_empty(const std::string& what) {
     return CLI::Validator(
         [what](std::string& s) -> std::string { return s.empty() ? "empty " + what : ""; }, "");

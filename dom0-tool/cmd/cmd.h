@@ -53,10 +53,19 @@ CLI::Validator signed_in(int64_t lo, int64_t hi);
 // A finite decimal number within [lo, hi].
 CLI::Validator seconds_in(double lo, double hi);
 CLI::Validator non_empty(const std::string& what);
+// A domain by id (as integer_in(0, 0x7fef)) or by name; see trace_db_domain().
+CLI::Validator domain_spec();
 
 // The trace DB at path, read-only (Db::open), once it is known to be a
 // regular file: SQLite would wait forever on a FIFO.  Throws UserError.
 Db open_trace_db(const std::string& path);
+
+// The domain a reading command's --domain names: its id (decimal or 0x hex,
+// 0 to 32751), or its name as the trace DB's sessions recorded it.  A name
+// that no session, or sessions of several domids, recorded is refused (a
+// domain's name is reused after it is destroyed; its id is not within one
+// boot).  Throws UserError.
+int trace_db_domain(Db& db, const std::string& spec);
 
 // Sends one command line to the daemon; returns its reply without the
 // final OK line.  Throws UserError for ERR replies, no daemon, or no whole

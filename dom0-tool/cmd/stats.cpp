@@ -30,11 +30,10 @@ void setup_stats(CLI::App& app, Globals& g, Runner& run) {
         ->check(CLI::IsMember({"port", "rip", "vcpu", "task"}));
     add_symbols_option(c, *specs);
     c->add_option("--session", sel->session, "only this session")->check(integer_in(1, INT64_MAX));
-    auto* domain = c->add_option("--domain", sel->domid, "only this domain (its domid)")
-                       ->check(integer_in(0, 0x7fef));
-    c->add_option("--domid", sel->domid, "the same as --domain")
-        ->check(integer_in(0, 0x7fef))
-        ->excludes(domain);
+    auto domain = std::make_shared<std::string>();
+    auto* dom =
+        c->add_option("--domain", *domain, "only this domain, by name or id")->check(domain_spec());
+    c->add_option("--domid", *domain, "the same as --domain")->check(domain_spec())->excludes(dom);
     c->add_option("--vcpu", sel->vcpu, "only this vCPU (reads every row)")
         ->check(integer_in(0, 0xffff));
     c->add_option("--port", *ports, "only these ports: FIRST-LAST or PORT, comma-separated");
@@ -43,14 +42,16 @@ void setup_stats(CLI::App& app, Globals& g, Runner& run) {
     c->add_flag("--exact", *exact,
                 "percentiles from every row, not from the summaries (within 1/256); slow on"
                 " big traces");
-    c->callback([c, &g, &run, format, sel, ports, exact, by, specs] {
+    c->callback([c, &g, &run, format, sel, ports, exact, by, specs, domain] {
         if (!specs->empty() && *by != "rip")
             throw UserError("--symbols names instructions", "use it with --by rip");
         if (c->count("--port"))
             sel->ports = parse_port_ranges(*ports);
-        run = [&g, format, sel, exact, by, specs] {
+        run = [&g, format, sel, exact, by, specs, domain] {
             Symbols syms = load_symbols(*specs);
             Db db = open_trace_db(g.db);
+            if (!domain->empty())
+                sel->domid = trace_db_domain(db, *domain);
             Output out("-");
             auto none = [&] {
                 std::cerr << "busprof: no transactions recorded in " << g.db

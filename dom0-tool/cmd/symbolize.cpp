@@ -39,21 +39,24 @@ void setup_symbolize(CLI::App& app, Globals& g, Runner& run) {
     auto specs = std::make_shared<std::vector<std::string>>();
     auto format = std::make_shared<std::string>("table");
     auto session = std::make_shared<int64_t>(-1);
-    auto domid = std::make_shared<int>(-1);
+    auto domain = std::make_shared<std::string>();
     c->add_option("--db", g.db, "trace DB file");
     add_symbols_option(c, *specs);
     c->get_option("--symbols")->required();
     c->add_option("--session", *session, "only this session")->check(integer_in(1, INT64_MAX));
-    c->add_option("--domid", *domid, "only this domain")->check(integer_in(0, 0x7fef));
+    auto* dom =
+        c->add_option("--domain", *domain, "only this domain, by name or id")->check(domain_spec());
+    c->add_option("--domid", *domain, "the same as --domain")->check(domain_spec())->excludes(dom);
     c->add_option("--format", *format, "table, csv or json")
         ->check(CLI::IsMember({"table", "csv", "json"}));
-    c->callback([&g, &run, specs, format, session, domid] {
-        run = [&g, specs, format, session, domid] {
+    c->callback([&g, &run, specs, format, session, domain] {
+        run = [&g, specs, format, session, domain] {
             Symbols syms = load_symbols(*specs);
             Db db = open_trace_db(g.db);
+            const int domid = domain->empty() ? -1 : trace_db_domain(db, *domain);
             syms.register_sql(db.get());
             Output out("-");
-            if (!print_query(db.get(), symbolize_sql(Selection{*session, *domid, -1, {}}),
+            if (!print_query(db.get(), symbolize_sql(Selection{*session, domid, -1, {}}),
                              parse_format(*format), out.stream()))
                 std::cerr << "busprof: no transaction with an instruction address in " << g.db
                           << "\n";
