@@ -11,9 +11,20 @@ overhead in B, yet not "only in A"), port 0x70 'out' new, and port 0x80 'out'
 changed but with too few rows to test.  Checks,
 in table, CSV and JSON: only the slower and the faster bus time are flagged
 (and the new port as only_b), counts, nearest-rank p50/p99, changes and
-ratios as worked out here, the p-values of an independent Mann-Whitney U
-computation; the default session is the last one; two sessions of one file
-with no change flag nothing; mistakes are errors with a hint.
+ratios as worked out here, the Hodges-Lehmann shift and its interval from
+every difference formed and sorted, the threshold, the p-values of an
+independent Mann-Whitney U computation; the default session is the last
+one; two sessions of one file with no change flag nothing; mistakes are
+errors with a hint.
+
+Several sessions a side (--a-db, --b-db): A's two sessions against C.db's
+two, drawn from B's distributions with every mean 2 % lower in one session
+and 2 % higher in the other, except port 0x3f8 'out', 10 % slower in one and
+60 % in the other: the clear changes are flagged beyond the sessions' spread
+(noise_ns, Student's t from a numerical integration here); 0x3f8's bus time,
+significant and beyond the threshold, is not, as its sessions disagree by
+more, though one session against one flags it.  The options move the
+threshold and the interval.
 
     check_diff.py --bin BUILD_DIR --src SOURCE_DIR
 """
@@ -25,6 +36,7 @@ import math
 import os
 import random
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,10 +61,13 @@ SLOWER[(0x80, 'out')] = (5, 900, 5000)      # tripled, but 5 rows: no test
 SLOWER[(0x70, 'out')] = (30, 400, 5000)     # only in B
 
 
-def generate(rng, kinds, skew_port=None, all_skewed_port=None):
-    """Rows (port, dir, bus, overhead, skewed) drawn around the kind's means."""
+def generate(rng, kinds, skew_port=None, all_skewed_port=None, factor=None):
+    """Rows (port, dir, bus, overhead, skewed) drawn around the kind's means,
+    each times factor[(port, dir)] (default 1)."""
     rows = []
     for (port, d), (n, bus, ovh) in kinds.items():
+        f = (factor or {}).get((port, d), 1)
+        bus, ovh = bus * f, ovh * f
         for _ in range(n):
             skewed = (port == skew_port and rng.random() < 0.33) or port == all_skewed_port
             rows.append((port, d, max(1, int(rng.gauss(bus, bus * 0.05))),
@@ -94,10 +109,11 @@ def build_db(path, schema, sessions):
     db.close()
 
 
-def values(rows):
-    """(port, dir) -> (sorted bus times, sorted overheads of unskewed rows)."""
+def values(*sessions):
+    """(port, dir) -> (sorted bus times, sorted overheads of unskewed rows)
+    of the sessions' rows pooled."""
     out = {}
-    for port, d, bus, ovh, skewed in rows:
+    for port, d, bus, ovh, skewed in (r for rows in sessions for r in rows):
         b, o = out.setdefault((port, d), ([], []))
         b.append(bus)
         if not skewed:
@@ -124,8 +140,56 @@ def mann_whitney_p(x, y):
     return math.erfc(z / math.sqrt(2))
 
 
-def expected(a, b):
-    """The rows busprof diff must print, as dicts of strings (CSV's view)."""
+def hodges_lehmann(x, y, confidence):
+    """(median of every y_j - x_i, interval low, high or None, None)."""
+    diffs = sorted(b - a for a in x for b in y)
+    m = len(diffs)
+    est = diffs[m // 2] if m % 2 else (diffs[m // 2 - 1] + diffs[m // 2]) / 2
+    counts = Counter(x + y)
+    n = len(x) + len(y)
+    var = len(x) * len(y) / 12 * ((n + 1) - sum(t**3 - t for t in counts.values()) / (n * (n - 1)))
+    if var <= 0:
+        return est, None, None
+    z = statistics.NormalDist().inv_cdf((1 + confidence) / 2)
+    c = math.floor(m / 2 - z * math.sqrt(var))
+    return (est, None, None) if c < 1 else (est, diffs[c - 1], diffs[m - c])
+
+
+def t_quantile(confidence, df):
+    """t with P(|T| <= t) = confidence: Simpson's rule on the density, bisection."""
+    k = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
+
+    def central(t, steps=4000):
+        h = t / steps
+        f = [k * (1 + (i * h)**2 / df)**(-(df + 1) / 2) for i in range(steps + 1)]
+        return 2 * h / 3 * (f[0] + f[-1] + 4 * sum(f[1:-1:2]) + 2 * sum(f[2:-1:2]))
+    lo, hi = 0.0, 1.0
+    while central(hi) < confidence:
+        hi *= 2
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if central(mid) < confidence else (lo, mid)
+    return (lo + hi) / 2
+
+
+def noise(a_sessions, b_sessions, key, m, confidence):
+    """noise_ns: t times the standard error of the difference of the sides'
+    mean session p50s, or None."""
+    p50s = [[nearest_rank(v[key][m], 50) for v in side if key in v and len(v[key][m]) >= 10]
+            for side in (a_sessions, b_sessions)]
+    if not p50s[0] or not p50s[1] or len(p50s[0]) + len(p50s[1]) < 3:
+        return None
+    df = len(p50s[0]) + len(p50s[1]) - 2
+    ss = sum((x - sum(side) / len(side))**2 for side in p50s for x in side)
+    se = math.sqrt(ss / df * (1 / len(p50s[0]) + 1 / len(p50s[1])))
+    return math.ceil(t_quantile(confidence, df) * se)
+
+
+def expected(a, b, a_sessions=(), b_sessions=(), min_change=15, min_change_ns=10,
+             confidence=0.99):
+    """The rows busprof diff must print, as dicts of strings (CSV's view); the
+    sessions of each side (values() of each) where some side has several."""
+    several = len(a_sessions) > 1 or len(b_sessions) > 1
     rows = []
     for key in sorted(set(a) | set(b)):
         for m, metric in enumerate(('bus', 'overhead')):
@@ -140,11 +204,20 @@ def expected(a, b):
                 r[f'b_p{p}_ns'] = '' if pb is None else str(pb)
                 r[f'p{p}_change_ns'] = '' if pa is None or pb is None else str(pb - pa)
                 r[f'p{p}_ratio'] = round(pb / pa, 3) if va and vb else None
-            r['p_value'] = (mann_whitney_p(va, vb) if len(va) >= 10 and len(vb) >= 10 else None)
+            tested = len(va) >= 10 and len(vb) >= 10
+            r['p_value'] = mann_whitney_p(va, vb) if tested else None
+            r['shift_ns'], r['shift_low_ns'], r['shift_high_ns'] = (
+                hodges_lehmann(va, vb, confidence) if tested else (None, None, None))
+            r['threshold_ns'] = (max(min_change_ns, math.ceil(min_change / 100 * abs(int(r['a_p50_ns']))))
+                                 if tested else None)
+            r['noise_ns'] = noise(a_sessions, b_sessions, key, m, confidence) if tested else None
             if va and vb:
-                moved = abs(int(r['b_p50_ns']) - int(r['a_p50_ns'])) / max(int(r['a_p50_ns']), 1)
-                r['flag'] = ('' if r['p_value'] is None or r['p_value'] >= 0.01 or moved <= 0.05
-                             else 'slower' if int(r['b_p50_ns']) > int(r['a_p50_ns']) else 'faster')
+                lo, hi, shift = r['shift_low_ns'], r['shift_high_ns'], r['shift_ns']
+                flag = (tested and lo is not None and (lo > 0 or hi < 0)
+                        and abs(shift) > r['threshold_ns']
+                        and (not several or (r['noise_ns'] is not None
+                                             and abs(shift) > r['noise_ns'])))
+                r['flag'] = ('slower' if shift > 0 else 'faster') if flag else ''
             else:
                 r['flag'] = 'only_b' if key not in a else 'only_a' if key not in b else ''
             rows.append(r)
@@ -166,6 +239,10 @@ def compare(got, want, what):
             if k in ('p50_ratio', 'p99_ratio'):
                 check((g[k] == '' and v is None) or (v is not None and g[k] != ''
                                                      and abs(float(g[k]) - v) < 1e-9),
+                      f'{name}: {k} {g[k]!r}, expected {v}')
+            elif k in ('shift_ns', 'shift_low_ns', 'shift_high_ns', 'threshold_ns', 'noise_ns'):
+                check((g[k] == '' and v is None) or (v is not None and g[k] != ''
+                                                     and float(g[k]) == v),
                       f'{name}: {k} {g[k]!r}, expected {v}')
             elif k == 'p_value':
                 ok = g[k] == '' if v is None else (
@@ -206,8 +283,9 @@ def main():
             p = diff(busprof, '--db', args[0], '--db', args[1], '--format', 'csv')
             compare(list(csv.DictReader(io.StringIO(p.stdout))), want, f'csv {args}')
             check(f'A: {da} session 2 (domain bench, id 4)' in p.stderr, f'no A line: {p.stderr}')
-            check('Mann-Whitney U' in p.stderr and 'p < 0.01' in p.stderr
-                  and 'more than 5 %' in p.stderr, f'the test is not stated: {p.stderr}')
+            check('Hodges-Lehmann' in p.stderr and '99 % interval' in p.stderr
+                  and '15 % of A' in p.stderr and '10 ns' in p.stderr
+                  and 'one session a side' in p.stderr, f'the rule is not stated: {p.stderr}')
 
         p = diff(busprof, '--db', da, '--db', db, '--format', 'json')
         rows = json.loads(p.stdout)
@@ -237,10 +315,67 @@ def main():
         compare(list(csv.DictReader(io.StringIO(p.stdout))), expected(values(a2), values(b1)),
                 'A against B:1')
 
+        # The options move the threshold and the interval: 0x71's 30 % is
+        # not more than 40 %; at 50 % confidence the intervals narrow.
+        p = diff(busprof, '--db', da, '--db', db, '--format', 'csv', '--min-change', '40',
+                 '--min-change-ns', '5', '--confidence', '50')
+        opt = expected(values(a2), values(b2), min_change=40, min_change_ns=5, confidence=0.5)
+        compare(list(csv.DictReader(io.StringIO(p.stdout))), opt, 'options')
+        check({(r['port'], r['metric']): r['flag'] for r in opt if r['flag'] in ('slower', 'faster')}
+              == {('0x0300', 'bus'): 'slower'}, f'the options flag {opt}')
+        check('50 % interval' in p.stderr and '40 % of A' in p.stderr, p.stderr)
+
+        # Several sessions a side.  C's sessions: B's distributions, all 2 %
+        # apart, and 0x3f8 out 10 % slower in one and 60 % in the other.
+        low = {k: 0.98 for k in SLOWER}
+        high = {k: 1.02 for k in SLOWER}
+        low[(0x3f8, 'out')], high[(0x3f8, 'out')] = 1.1, 1.6
+        c1, c2 = generate(rng, SLOWER, factor=low), generate(rng, SLOWER, factor=high)
+        dc = os.path.join(tmp, 'C.db')
+        build_db(dc, schema, [(1, c1), (2, c2)])
+        p = diff(busprof, '--a-db', da + ':1', '--a-db', da, '--b-db', dc + ':1', '--b-db', dc,
+                 '--format', 'csv')
+        sessions = ([values(a1), values(a2)], [values(c1), values(c2)])
+        want = expected(values(a1, a2), values(c1, c2), *sessions)
+        compare(list(csv.DictReader(io.StringIO(p.stdout))), want, 'two sessions a side')
+        flagged = {(r['port'], r['dir'], r['metric']): r['flag'] for r in want if r['flag']}
+        check(flagged == {('0x0300', 'in', 'bus'): 'slower', ('0x0071', 'in', 'bus'): 'faster',
+                          ('0x0070', 'out', 'bus'): 'only_b',
+                          ('0x0070', 'out', 'overhead'): 'only_b'},
+              f'two sessions a side: the generated data flags {flagged}')
+        check(all(r['noise_ns'] is not None for r in want if r['shift_ns'] is not None
+                  and r['port'] != '0x0080'), f'two sessions a side: no noise_ns: {want}')
+        check(p.stderr.count('busprof: A: ') == 2 and p.stderr.count('busprof: B: ') == 2
+              and f'B: {dc} session 1 (domain bench, id 4)' in p.stderr
+              and 'sessions\' spread' in p.stderr, f'two sessions a side: {p.stderr}')
+        spread = [r for r in want if r['port'] == '0x03f8' and r['metric'] == 'bus'][0]
+        check(spread['shift_low_ns'] > 0 and spread['shift_ns'] > spread['threshold_ns']
+              and spread['shift_ns'] < spread['noise_ns'], f'0x3f8 of C: {spread}')
+        # One of C's sessions alone: 0x3f8 is 60 % slower, and flagged.
+        one = expected(values(a2), values(c2))
+        check(any(r['port'] == '0x03f8' and r['metric'] == 'bus' and r['flag'] == 'slower'
+                  for r in one), f'0x3f8 of C:2 alone is not flagged: {one}')
+        # Two sessions on one side and one on the other.
+        p = diff(busprof, '--a-db', da + ':1', '--a-db', da, '--b-db', dc, '--format', 'csv')
+        compare(list(csv.DictReader(io.StringIO(p.stdout))),
+                expected(values(a1, a2), values(c2), [values(a1), values(a2)], [values(c2)]),
+                'two sessions against one')
+
         for args, msg in (((da, db + ':9'), 'has no session 9'),
                           ((da, os.path.join(tmp, 'none.db')), 'cannot read trace DB')):
             p = diff(busprof, '--db', args[0], '--db', args[1], rc=1)
             check(msg in p.stderr and '\nHINT: ' in p.stderr, f'{args}: {p.stderr}')
+            check(p.stdout == '', f'{args} printed {p.stdout!r}')
+        for args, msg in ((('--db', da, '--db', db, '--a-db', da), 'not both'),
+                          (('--a-db', da, '--a-db', db), 'on both sides'),
+                          (('--b-db', da), 'on both sides'),
+                          (('--a-db', da, '--b-db', db + ':0'), "bad session '0'"),
+                          (('--a-db', da, '--b-db', db, '--b-db', db + ':9'), 'has no session 9'),
+                          (('--db', da, '--db', db, '--confidence', '100'), '--confidence'),
+                          (('--db', da, '--db', db, '--confidence', 'nan'), '--confidence'),
+                          (('--db', da, '--db', db, '--min-change', '-1'), '--min-change')):
+            p = diff(busprof, *args, rc=1)
+            check(msg in p.stderr and 'busprof: error: ' in p.stderr, f'{args}: {p.stderr}')
             check(p.stdout == '', f'{args} printed {p.stdout!r}')
 
     for f in failures:

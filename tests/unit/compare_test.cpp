@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // busprof diff's statistics: the Mann-Whitney U test, against values
 // worked out by hand, a textbook example, brute force and the distribution
-// of U over every split of a sample (its percentiles: figures_test).
+// of U over every split of a sample; the Hodges-Lehmann shift and its
+// interval by hand, against brute force and by its coverage; the normal and
+// Student t quantiles against tables (its percentiles: figures_test).
 #include "compare.h"
 
 #include <gtest/gtest.h>
@@ -133,6 +135,124 @@ TEST(MannWhitney, PIsCalibratedUnderNoChangeAndSmallUnderAShift) {
     MannWhitney t = mann_whitney(sample(500, 1), sample(500, 1.2));
     EXPECT_LT(t.p, 1e-9);
     EXPECT_LT(t.z, 0);
+}
+
+// The differences y - x of {1, 2, 3} and {4, 5, 6}: 1 2 2 3 3 3 4 4 5.
+// Their median, the 5th, is 3.  U's sd is sqrt(5.25) = 2.2913 (as above);
+// at 80 %, z = 1.2816 and c = floor(4.5 - 2.9365) = 1: [D_1, D_9] = [1, 5];
+// at 90 %, z = 1.6449 and c = floor(0.73) = 0: three values a side are too
+// few for an interval.
+TEST(HodgesLehmann, SeparatedSamplesByHand) {
+    std::vector<int64_t> x = {1, 2, 3}, y = {4, 5, 6};
+    Shift s = hodges_lehmann(x, y, 0.8);
+    EXPECT_EQ(s.estimate, 3);
+    ASSERT_TRUE(s.low && s.high);
+    EXPECT_EQ(*s.low, 1);
+    EXPECT_EQ(*s.high, 5);
+    Shift wider = hodges_lehmann(x, y, 0.9);
+    EXPECT_EQ(wider.estimate, 3);
+    EXPECT_FALSE(wider.low || wider.high);
+    Shift back = hodges_lehmann(y, x, 0.8); // the shift of x against y
+    EXPECT_EQ(back.estimate, -3);
+    EXPECT_EQ(*back.low, -5);
+    EXPECT_EQ(*back.high, -1);
+}
+
+// {0, 10} against {1, 2}: differences -9 -8 1 2, an even count: the
+// median is the mean of the middle two, (-8 + 1) / 2.
+TEST(HodgesLehmann, EvenCountTakesTheMeanOfTheMiddleTwo) {
+    EXPECT_EQ(hodges_lehmann(std::vector<int64_t>{0, 10}, std::vector<int64_t>{1, 2}, 0.5).estimate,
+              -3.5);
+}
+
+// x = {1, 2, 2, 3}, y = {2, 3, 3, 4} (TiesByHand): the 16 differences
+// sorted are -1, 0 x4, 1 x6, 2 x4, 3; the median (D_8 + D_9) / 2 = 1.  U's
+// tie-corrected sd is 3.2950; at 50 %, z = 0.6745, c = floor(8 - 2.2224) =
+// 5: [D_5, D_12] = [0, 2], which holds 0: not significant.
+TEST(HodgesLehmann, TiesByHand) {
+    std::vector<int64_t> x = {1, 2, 2, 3}, y = {2, 3, 3, 4};
+    Shift s = hodges_lehmann(x, y, 0.5);
+    EXPECT_EQ(s.estimate, 1);
+    ASSERT_TRUE(s.low && s.high);
+    EXPECT_EQ(*s.low, 0);
+    EXPECT_EQ(*s.high, 2);
+}
+
+TEST(HodgesLehmann, EveryValueTiedHasNoInterval) {
+    Shift s = hodges_lehmann(std::vector<int64_t>(20, 7), std::vector<int64_t>(30, 7), 0.99);
+    EXPECT_EQ(s.estimate, 0);
+    EXPECT_FALSE(s.low || s.high);
+}
+
+// kth_difference against every difference formed and sorted, on samples
+// with ties, negative values and the ends of int64.
+TEST(HodgesLehmann, KthDifferenceIsThatOfAllPairsSorted) {
+    std::mt19937_64 rng(5);
+    for (int round = 0; round < 300; round++) {
+        std::vector<int64_t> x(1 + rng() % 25), y(1 + rng() % 25);
+        for (auto* v : {&x, &y})
+            for (auto& e : *v)
+                e = static_cast<int64_t>(rng() % 40) - 20;
+        if (round % 50 == 0) {
+            x.front() = INT64_MIN + 1;
+            y.front() = INT64_MAX - 1;
+        }
+        std::sort(x.begin(), x.end());
+        std::sort(y.begin(), y.end());
+        std::vector<__int128> all;
+        for (int64_t a : x)
+            for (int64_t b : y)
+                all.push_back(static_cast<__int128>(b) - a);
+        std::sort(all.begin(), all.end());
+        for (uint64_t k = 1; k <= all.size(); k++) {
+            __int128 want = std::clamp<__int128>(all[k - 1], INT64_MIN, INT64_MAX);
+            ASSERT_EQ(kth_difference(x, y, k), static_cast<int64_t>(want)) << "k " << k;
+        }
+    }
+}
+
+// Over many pairs of samples with a known shift, the interval holds it
+// about as often as its confidence says, and it excludes 0 about as often
+// as the Mann-Whitney test gives p below 1 - confidence.
+TEST(HodgesLehmann, IntervalCoversTheTrueShiftAtItsConfidence) {
+    std::mt19937_64 rng(13);
+    std::lognormal_distribution<double> bus(9.0, 0.3); // ~8000 ns: few ties
+    auto sample = [&](size_t n, int64_t shift) {
+        std::vector<int64_t> v(n);
+        for (auto& e : v)
+            e = static_cast<int64_t>(bus(rng)) + shift;
+        std::sort(v.begin(), v.end());
+        return v;
+    };
+    int covered = 0, excludes_zero = 0, rejected = 0;
+    const int rounds = 1000;
+    for (int i = 0; i < rounds; i++) {
+        auto x = sample(40, 0), y = sample(30, 300);
+        Shift s = hodges_lehmann(x, y, 0.9);
+        ASSERT_TRUE(s.low && s.high);
+        ASSERT_LE(*s.low, s.estimate);
+        ASSERT_GE(*s.high, s.estimate);
+        covered += *s.low <= 300 && 300 <= *s.high;
+        excludes_zero += *s.low > 0 || *s.high < 0;
+        rejected += mann_whitney(x, y).p < 0.1;
+    }
+    EXPECT_GE(covered, 870); // 900 expected
+    EXPECT_LE(covered, 930);
+    EXPECT_NEAR(excludes_zero, rejected, rounds / 50);
+}
+
+// Tables: the normal's two-sided 95 % and 99 % points; Student's t for 1,
+// 2, 5, 10 degrees of freedom (odd and even sums) and, for many, the normal's.
+TEST(Quantiles, NormalAndStudentTAgainstTables) {
+    EXPECT_NEAR(normal_quantile(0.95), 1.959964, 1e-6);
+    EXPECT_NEAR(normal_quantile(0.99), 2.575829, 1e-6);
+    EXPECT_NEAR(normal_quantile(0.5), 0.674490, 1e-6);
+    EXPECT_NEAR(student_t_quantile(0.95, 1), 12.706205, 1e-5);
+    EXPECT_NEAR(student_t_quantile(0.99, 2), 9.924843, 1e-5);
+    EXPECT_NEAR(student_t_quantile(0.95, 2), 4.302653, 1e-6);
+    EXPECT_NEAR(student_t_quantile(0.99, 5), 4.032143, 1e-6);
+    EXPECT_NEAR(student_t_quantile(0.95, 10), 2.228139, 1e-6);
+    EXPECT_NEAR(student_t_quantile(0.95, 1000), 1.962339, 1e-5);
 }
 
 } // namespace
