@@ -189,6 +189,19 @@ def query_runaway_cte_stops_at_timeout(env):
     assert time.time() - t0 < 5
 
 
+def query_stops_at_timeout_inside_one_function_call(env):
+    """One call of printf() that appends a character two billion times: the
+    query ends a second past --timeout with the reason (it ran for seconds,
+    SQLite's progress handler never called inside the function)."""
+    db = env.demo_db()
+    t0 = time.time()
+    r = env.busprof("query", "--db", db, "--timeout", "0.5",
+                    "SELECT length(printf('%.*c', 2000000000, 'x'))")
+    took = time.time() - t0
+    expect_error(r, r"did not finish within 0.5 s: one call of an SQL function ran past it")
+    assert took < 5, took
+
+
 def query_empty_sql_is_a_clear_error(env):
     db = env.demo_db()
     for sql in ["", "  ", "-- nothing"]:
@@ -537,6 +550,7 @@ CASES = {f.__name__: f for f in [
     control_client_times_out_on_a_silent_daemon, control_client_times_out_on_a_full_backlog,
     control_client_ignores_sigpipe, query_vacuum_into_writes_no_file,
     query_second_statement_is_refused, query_runaway_cte_stops_at_timeout,
+    query_stops_at_timeout_inside_one_function_call,
     query_empty_sql_is_a_clear_error, stats_refuses_a_foreign_db, daemon_refuses_a_foreign_db,
     socket_option_keeps_a_regular_file, socket_option_does_not_steal_a_live_socket,
     stop_mid_access_changes_nothing_the_guest_sees,
