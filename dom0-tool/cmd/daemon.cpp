@@ -7,8 +7,11 @@
 #include "signal_thread.h"
 
 #include <csignal>
+#include <optional>
 #include <pthread.h>
 #include <thread>
+#include <unistd.h>
+#include <vector>
 
 namespace busprof {
 
@@ -81,7 +84,25 @@ void setup_daemon(CLI::App& app, Globals& g, Runner& run) {
             sigaddset(&set, SIGINT);
             pthread_sigmask(SIG_BLOCK, &set, nullptr);
             make_socket_dir(cfg->control_socket);
-            Daemon d(*cfg);
+            std::optional<Daemon> daemon;
+            {
+                // A start that fails leaves no trace DB it made behind: only
+                // a daemon that is fully set up writes a session (the files
+                // of a DB that was there stay, and what they held).
+                std::vector<std::string> made;
+                for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+                    if (::access((cfg->db + suffix).c_str(), F_OK) != 0)
+                        made.push_back(cfg->db + suffix);
+                try {
+                    daemon.emplace(*cfg);
+                } catch (...) {
+                    if (!made.empty() && made[0] == cfg->db)
+                        for (const auto& path : made)
+                            ::unlink(path.c_str());
+                    throw;
+                }
+            }
+            Daemon& d = *daemon;
             SignalThread on_signal(set, "bp-signal", [&d] { d.stop("signal"); });
             // The guest is served from run() on: never wait long on the DB here.
             int64_t sid = d.session_id(200);

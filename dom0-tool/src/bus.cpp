@@ -5,6 +5,8 @@
 #include "machine.h"
 
 #include <array>
+#include <cerrno>
+#include <cstring>
 #include <mutex>
 #include <sys/io.h>
 
@@ -16,6 +18,17 @@ namespace {
 
 class PortBus : public Bus {
   public:
+    // Refuses at once where ports cannot be granted (no CAP_SYS_RAWIO):
+    // otherwise each start_trap's grant would fail and every access the
+    // guest made would end in Xen's timeout, reading all ones.  Port 0x80
+    // (POST codes) is only asked for and given back, never accessed.
+    PortBus() {
+        if (::ioperm(0x80, 1, 1) < 0)
+            throw UserError(std::string("the port bus cannot use I/O ports: ioperm: ") +
+                                std::strerror(errno),
+                            "run 'busprof daemon --bus port' as root (it needs CAP_SYS_RAWIO)");
+        ::ioperm(0x80, 1, 0);
+    }
     std::string name() const override { return "port"; }
     void grant(uint16_t first, uint16_t last) override {
         if (::ioperm(first, last - first + 1u, 1) < 0)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only
 """The man pages as built: each passes mandoc's lint and renders through man
-without a troff warning (line-fitting notes aside), busprof(1) names every
+without a troff warning (line-fitting notes aside) and without a Markdown
+table row left as text, busprof(1) names every
 option of every subcommand and busprof-simxen(1) every option of the
 simulator, and SEE ALSO names pages, not Markdown files.
 
@@ -41,6 +42,10 @@ def main():
         if r.returncode != 0 or noise:
             problems.append(f"{p}: man --warnings: {noise or r.returncode}")
         text[p] = r.stdout
+        raw = [ln for ln in r.stdout.splitlines() if ln.count(" | ") + ln.count(" |\n") >= 2]
+        if raw:
+            problems.append(f"{p}: Markdown table rows left as text (a table cut by a "
+                            f"paragraph?): {raw[0].strip()[:80]}")
         m = re.search(r"^SEE ALSO\n(.*?)(?:^\S|\Z)", r.stdout, re.M | re.S)
         if p == "busprof.1" and not m:
             problems.append(f"{p}: no SEE ALSO")

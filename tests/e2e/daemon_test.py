@@ -305,6 +305,47 @@ def a_missing_socket_directory_is_made(rig):
         and "No such file or directory" in r.stderr, (r.returncode, r.stderr)
 
 
+def a_failed_start_leaves_no_db_file(rig):
+    """A daemon that cannot start (no such domain) leaves no trace DB it
+    made behind, nor its -wal and -shm (it left an empty DB of the schema);
+    a DB that was there before stays, with what it held."""
+    rig.policy(PORTS)
+    fresh = os.path.join(rig.dir, "fresh.db")
+    r = rig.busprof("daemon", "no-such-guest", "--sim-socket", rig.sim_sock, "--db", fresh,
+                    "--socket", os.path.join(rig.dir, "x.sock"), check=False)
+    assert r.returncode == 1 and "no-such-guest" in r.stderr, r.stderr
+    assert sorted(f for f in os.listdir(rig.dir) if f.startswith("fresh.db")) == [], \
+        os.listdir(rig.dir)
+    rig.start_daemon()
+    cycle(rig, 5, 1)
+    rig.stop_daemon()
+    rows = query(rig.db, "SELECT count(*) FROM transactions")
+    assert rows[0][0] > 0, rows
+    r = rig.busprof("daemon", "no-such-guest", "--sim-socket", rig.sim_sock, "--db", rig.db,
+                    "--socket", os.path.join(rig.dir, "x.sock"), check=False)
+    assert r.returncode == 1, r.stderr
+    assert query(rig.db, "SELECT count(*) FROM transactions") == rows
+
+
+def a_port_bus_without_ioperm_refuses_to_start(rig):
+    """--bus port where I/O ports cannot be granted (root without
+    CAP_SYS_RAWIO): the daemon refuses to start, saying why, and leaves no
+    DB (it started, and every trapped access then waited for Xen's timeout
+    and read all ones)."""
+    if os.geteuid() != 0:
+        raise Skip("needs root, to drop CAP_SYS_RAWIO from a root process")
+    rig.policy(PORTS)
+    db = os.path.join(rig.dir, "port.db")
+    r = subprocess.run(["setpriv", "--bounding-set=-sys_rawio", "--inh-caps=-sys_rawio",
+                        rig.exe("dom0-tool/busprof"), "daemon", DOMAIN, "--bus", "port",
+                        "--sim-socket", rig.sim_sock, "--db", db,
+                        "--socket", os.path.join(rig.dir, "p.sock")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "the port bus cannot use I/O ports" in r.stderr \
+        and "HINT: " in r.stderr, (r.returncode, r.stderr)
+    assert not os.path.exists(db), os.listdir(rig.dir)
+
+
 def a_deleted_db_is_noticed(rig):
     """The trace DB and its -wal and -shm deleted while the daemon records:
     the guest is still served, `busprof flush` fails saying what happened,
@@ -422,8 +463,10 @@ def killed_daemon_session_is_aborted(rig):
     rig.daemon.kill()
     rig.daemon.communicate()
     assert query(rig.db, "SELECT state FROM sessions") == [("profiling",)]
+    taken = os.path.join(rig.dir, "a-file")  # a socket path that is a file: refused
+    open(taken, "w").close()
     r = rig.busprof("daemon", DOMAIN, "--sim-socket", rig.sim_sock, "--db", rig.db,
-                    "--socket", os.path.join(rig.dir, "no-such-dir", "x.sock"), check=False)
+                    "--socket", taken, check=False)
     assert r.returncode == 1 and "cannot listen" in r.stderr, r.stderr
     assert "marked aborted" in r.stderr, r.stderr
     rows = query(rig.db, "SELECT id, state, stopped_ns >= started_ns, owner FROM sessions")
@@ -817,7 +860,8 @@ CASES = {f.__name__: f for f in [
     dom0_traps_an_unmodified_guest, triggers_on_a_match_keep_the_pre_trigger_window,
     guest_pauses_and_resumes_the_recording, records_wait_for_their_burst_unless_flushed,
     a_flush_waits_only_for_what_came_before_it, a_flush_against_a_locked_db_fails_at_once,
-    a_missing_socket_directory_is_made,
+    a_missing_socket_directory_is_made, a_failed_start_leaves_no_db_file,
+    a_port_bus_without_ioperm_refuses_to_start,
     a_deleted_db_is_noticed, a_replaced_db_gets_nothing_of_the_old_one,
     simulator_refuses_what_busprof_cannot_profile]}
 
