@@ -6,6 +6,7 @@
 #include "error.h"
 #include "ioreq_slot.h"
 #include "log.h"
+#include "writer_sched.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -5,7 +5,7 @@
 //  - the ioreq thread (run()) serves the guest: ioreqs, the control ring,
 //    the session state machine.  It does no SQL, takes no lock that is
 //    held across I/O, and never waits on storage.
-//  - the writer thread (Writer, db.h) owns the trace DB: records, markers,
+//  - the writer thread (Writer, writer.h) owns the trace DB: records, markers,
 //    events, session rows and the answers to the guest's extracts.
 //  - the control thread (ControlServer) serves `busprof status/pause/...`
 //    and hands each request to the ioreq thread through a mailbox.
@@ -14,10 +14,10 @@
 #include "bus.h"
 #include "busprof_page.h"
 #include "control_server.h"
-#include "db.h"
 #include "fd.h"
 #include "hv.h"
 #include "session.h"
+#include "writer.h"
 
 #include <atomic>
 #include <deque>

@@ -24,8 +24,8 @@
 // The load average before and after is printed: figures from a busy machine
 // are not comparable.
 #include "clock.h"
-#include "db.h"
 #include "spsc_queue.h"
+#include "writer.h"
 
 #include <sqlite3.h>
 

@@ -9,6 +9,7 @@
 #include "error.h"
 #include "ioreq_slot.h"
 #include "thread_nice.h"
+#include "writer_sched.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -7,6 +7,7 @@
 #include "db.h"
 #include "figures.h"
 #include "schema_sql.h"
+#include "writer.h"
 
 #include <gtest/gtest.h>
 

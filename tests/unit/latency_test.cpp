@@ -6,6 +6,7 @@
 #include "db.h"
 #include "figures.h"
 #include "latency.h"
+#include "writer.h"
 
 #include <gtest/gtest.h>
 

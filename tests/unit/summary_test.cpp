@@ -4,6 +4,7 @@
 // port_latency on generated traces.
 #include "db.h"
 #include "histogram.h"
+#include "writer.h"
 
 #include <gtest/gtest.h>
 

@@ -2,8 +2,8 @@
 // The writer thread: order of notes among records, extract answers,
 // counters, storage failures, and sessions left behind.
 #include "clock.h"
-#include "db.h"
 #include "thread_nice.h"
+#include "writer.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+// The writer thread that batches records into WAL transactions of the
+// trace DB.
+#pragma once
+
+#include "checkpointer.h"
+#include "db.h"
+#include "record.h"
+#include "spsc_queue.h"
+#include "storage_gate.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <latch>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sched.h>
+#include <set>
+#include <sqlite3.h>
+#include <string>
+#include <thread>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace busprof {
+
+struct SessionRow {
+    uint16_t domid;
+    std::string domain_name, backend, bus, state, start_trigger, stop_trigger;
+    uint64_t created_ns;
+    uint64_t pre_trigger = 0; // --pre-trigger N
+};
+
+// What the daemon knows of a session at a moment: the latest one written wins.
+struct SessionCounters {
+    std::string state;
+    uint64_t started_ns = 0, stopped_ns = 0; // 0: not yet
+    uint64_t timeouts = 0, unrecorded = 0;
+    uint64_t dropped = 0;        // records the queue refused
+    uint64_t notes_dropped = 0;  // guest markers and events refused
+    int64_t clock_error_ns = -1; // +/- of the clock offset; -1: not measured
+    uint64_t clock_skew_ns = 0;  // largest disagreement of Xen's stamps with ours
+};
+
+// A guest's extract request, to be answered once everything the daemon
+// queued before it is committed.
+struct ExtractRequest {
+    uint32_t session; // ordinal, see Writer::begin_session
+    uint16_t domid;
+    xen_busprof_ctrl_msg msg;
+    int64_t upto = 0; // writer: the last transaction id queued before it
+};
+
+struct ExtractResult {
+    int status = 0; // 0 or -errno for the guest
+    uint64_t total = 0, snapshot = 0;
+    std::vector<xen_busprof_record_ext> records; // XEN_BUSPROF_RECORD_WHO where known
+};
+
+class Summaries;
+
+// The writer thread owns the trace DB's connection.  One producer (the
+// daemon's ioreq thread) hands it records through a lock-free queue and
+// everything else (session rows, markers, events, extract requests) as
+// notes through a small bounded queue; a note keeps its place among the
+// records.  The producer never waits: no SQL and no lock held across I/O
+// on its side.  Records and notes name their session by an ordinal that
+// the writer maps to the row it creates.
+class Writer {
+  public:
+    using ExtractReply = std::function<void(const ExtractRequest&, ExtractResult&)>;
+
+    // nice: the nice value of the writer's threads (Writer::run says why
+    // they run above the thread that serves the guest); burst_ms: how long
+    // records may wait for a commit (see Writer::run).
+    // burst_rows: how many records make a burst (at most a quarter of the
+    // queue); rtprio: the SCHED_FIFO priority of a burst's commit, 0 for
+    // none (see Writer::run).
+    Writer(const std::string& path, size_t queue_capacity, size_t note_capacity = 4096,
+           int nice = kDefaultWriterNice, int burst_ms = kBurstMs, size_t burst_rows = kBurstRows,
+           int rtprio = 0);
+    static constexpr int kDefaultWriterNice = -20;
+    static constexpr int kDefaultWriterRtprio = 1; // the daemon's
+    // Records are committed once kBurstRows of them wait (a quarter of the
+    // queue, if that is less) or kBurstMs after the first of them came, and
+    // at once for a note (an extract, a marker, an event, a new session), a
+    // flush or a stop; changed counters go in with them (see Writer::run).
+    // Below kBurstRows a second, the time makes the bursts, and each may
+    // hold an access or two: at R accesses a second about 1 / (R x kBurstMs)
+    // of them, 0.6 % at 700/s with 250 ms, so a second (docs/design.md,
+    // "The writer's bursts").
+    static constexpr size_t kBurstRows = 8192;
+    static constexpr int kBurstMs = 1000;
+    // The summaries of committed rows (latency_totals, latency_buckets) are
+    // written at most every kSummaryMs while rows come, and at once with
+    // the rows of a flush, of a session that stops, and at close (see
+    // commit()).
+    static constexpr int kSummaryMs = 1000;
+    ~Writer(); // close(10000)
+    Writer(const Writer&) = delete;
+
+    // Producer side (one thread).  It never waits for the writer: what
+    // finds the writer's lock taken waits in the producer's outbox, which
+    // pump() (and every call below) hands over when the lock is free.
+    bool pump(bool wait = false);                // false: the lock was taken, try again
+    uint32_t begin_session(const SessionRow& s); // never refused
+    void set_counters(uint32_t session, const SessionCounters& c);
+    bool push(const Record& r);                         // false if full
+    bool add_marker(Marker m, bool from_guest = false); // a guest's may be refused
+    bool add_event(Event e, bool from_guest = false);
+    void request_extract(const ExtractRequest& r);                     // never refused
+    void on_extract(ExtractReply f) { extract_reply_ = std::move(f); } // before any request
+
+    // Any thread.  Waits until everything queued before the call is
+    // committed, and every committed row is in the summaries; false if
+    // that did not happen within timeout_ms.
+    bool flush(int timeout_ms = 10000);
+    // The same in two steps, for a caller that waits in pieces: what is
+    // queued now, with the writer told to commit it without waiting for a
+    // burst; and whether that is committed, waiting up to timeout_ms.
+    // Records queued after the request are not waited for.
+    struct FlushMark {
+        uint64_t records, notes, summaries;
+    };
+    FlushMark request_flush();
+    bool flushed(const FlushMark& m, int timeout_ms);
+    // The row of a session, once created; 0 if not within timeout_ms.
+    int64_t session_row(uint32_t session, int timeout_ms);
+    // Transactions of a session committed so far.
+    uint64_t committed(uint32_t session) const;
+    uint64_t committed() const { return committed_.load(); }
+    // Records waiting in the queue, and its size (approximate, any thread).
+    size_t queued() const { return queue_.size(); }
+    size_t queue_capacity() const { return queue_.capacity(); }
+    // Why the last commit failed ("" once one succeeds), or that the
+    // writer has waited kLockedMs and more for a lock another connection
+    // holds (it goes on waiting, as a full busy timeout, meanwhile).
+    std::string last_error() const;
+    static constexpr int kLockedMs = 100;
+    const std::string& path() const { return path_; }
+    uint64_t checkpoints() const { return checkpointer_->done(); }
+    std::mutex& lock_for_tests() { return mu_; } // the lock the producer never waits for
+    // The producer marks its accesses with it (see AccessGate).
+    AccessGate& gate() { return gate_; }
+    // The runs of storage work since from_ns (see StorageBusy), for tests.
+    std::vector<StorageBusy::Run> storage_runs(uint64_t from_ns) const {
+        return busy_.since(from_ns);
+    }
+    // kSummaryMs for this writer, for tests (any thread).
+    void set_summary_interval_ms(int ms) {
+        summary_ns_.store(static_cast<uint64_t>(ms) * 1000000u, std::memory_order_relaxed);
+    }
+    // The writer's thread id, once it has started (0 before).
+    int thread_for_tests() const { return tid_.load(std::memory_order_acquire); }
+    // Whether the writer's threads run at the nice value asked for (false
+    // until the writer has started, and where that needs a privilege the
+    // daemon lacks: they run at its priority then).
+    bool raised() const { return raised_.load(std::memory_order_acquire); }
+    // How many commits ran at the real-time priority asked for (see
+    // Writer::run), and how many at the nice value.
+    uint64_t rt_commits() const { return rt_commits_.load(std::memory_order_acquire); }
+    uint64_t nice_commits() const { return nice_commits_.load(std::memory_order_acquire); }
+    // How many times the scheduler took the CPU from the writer (it was
+    // runnable: a cut) while a commit ran at the real-time priority.
+    uint64_t rt_commit_cuts() const { return rt_cuts_.load(std::memory_order_acquire); }
+    // A real-time priority was asked for and refused (no CAP_SYS_NICE, an
+    // RLIMIT_RTPRIO below it): the bursts run at the nice value.
+    bool rt_refused() const { return rt_refused_.load(std::memory_order_acquire); }
+
+    // Once the producer has stopped (or on its thread): stops the writer
+    // thread after it committed everything queued, or, if the DB
+    // cannot be written, gives up deadline_ms after this call.  Returns the number of
+    // records and notes that are not in the DB (0: nothing lost): those it
+    // could not write, and the records its sessions' counters say the
+    // producer dropped (SessionCounters::dropped); last_error() then says why.
+    uint64_t close(int deadline_ms);
+
+  private:
+    struct Note {
+        uint64_t after; // records pushed before it
+        std::variant<SessionRow, Marker, Event, ExtractRequest> body;
+        uint32_t session; // for SessionRow: the ordinal it creates
+    };
+    struct Work {
+        std::vector<Record> records;
+        std::vector<std::pair<size_t, Note>> notes; // (records before it, note)
+        bool empty() const { return records.empty() && notes.empty(); }
+    };
+
+    bool enqueue(Note n, bool droppable);
+    void run(std::latch& started); // counts started down once named and at its priority
+    void gather(Work& w);
+    bool commit(Work& w, std::vector<ExtractRequest>& extracts, std::string& err);
+    void apply_note(Note& n, std::vector<int64_t>& rows, std::vector<ExtractRequest>& extracts);
+    void answer(const ExtractRequest& r, bool db_ok);
+    void fail_waiting_extracts();
+    static int on_busy(void* self, int tries);
+    bool db_moved();
+    void release_wal();
+    int64_t row_of(uint32_t session, const std::vector<int64_t>& rows) const;
+    void abort_orphans();
+    void summarise_rest(int64_t session);
+    bool raise_for_burst();
+
+    std::string path_;
+    Db db_;
+    StorageBusy busy_;        // outlives the checkpointer, which writes to it
+    AccessGate gate_;         // likewise, which waits on it
+    uint64_t busy_begin_ = 0; // writer only: when the commit under way began its work
+    std::unique_ptr<Checkpointer> checkpointer_;     // before db_ closes, it has
+    std::unique_ptr<Stmt> insert_one_, insert_many_; // the writer's, finalized before db_ closes
+    SpscQueue<Record> queue_;
+    size_t note_capacity_;
+    int nice_;
+    int burst_ms_;
+    size_t burst_rows_; // kBurstRows, or a quarter of the queue
+    int rtprio_;
+    bool may_rt_ = false; // writer only: SCHED_OTHER at start, and not refused yet
+    std::atomic<uint64_t> rt_commits_{0}, nice_commits_{0};
+    std::atomic<uint64_t> rt_cuts_{0};
+    std::atomic<bool> rt_refused_{false};
+    std::atomic<int> tid_{0}; // the writer's thread
+    std::atomic<bool> raised_{false};
+    // The writer sleeps on wakes_ (a futex): with nothing to do until told,
+    // with records waiting for a burst until the burst is due.  asleep_
+    // says that it sleeps, wake_rows_ how many queued records wake it.
+    std::atomic<bool> asleep_{false};
+    std::atomic<size_t> wake_rows_{1};
+    std::atomic<uint32_t> wakes_{0};
+    std::atomic<uint64_t> flush_upto_{0}; // records a flush waits for: they wait for no burst
+    void wake();                          // a writer that sleeps: a note, a flush or a stop waits
+    void tell();                          // wakes it, asleep or not
+    // The CPUs the writer may use (when it started), and the one it keeps
+    // off now (-1: none): see keep_off_producer().  Writer only.
+    cpu_set_t allowed_{};
+    int off_cpu_ = -1;
+    void keep_off_producer();
+    uint64_t takeable() const;
+    static constexpr uint64_t kTryLockNs = 100'000; // see pump()
+    ExtractReply extract_reply_;
+
+    std::atomic<uint64_t> pushed_{0};                  // written by the producer only
+    std::atomic<int> producer_cpu_{-1};                // the CPU of its last push; likewise
+    uint32_t sessions_ = 0;                            // producer only
+    std::deque<Note> outbox_;                          // producer only: notes not yet handed over
+    std::map<uint32_t, SessionCounters> out_counters_; // producer only, likewise
+    std::atomic<std::thread::id> producer_{};          // the producer's thread
+    std::atomic<size_t> notes_size_{0};                // notes_.size(), for the producer
+    // The count of records pushed before the first note of the outbox (none:
+    // UINT64_MAX): the writer takes no record past it, so that a note that
+    // found the lock taken still lands before the records pushed after it.
+    std::atomic<uint64_t> outbox_first_{UINT64_MAX};
+    std::atomic<bool> dirty_any_{false}; // !dirty_.empty(), for a writer about to sleep
+    void mark_dirty(uint32_t session);   // dirty_ and dirty_any_ together
+    std::atomic<bool> stopping_{false};  // stop_, likewise
+    uint64_t popped_ = 0;                // writer only
+    // Summaries of committed rows not yet written (writer only): see commit().
+    std::unique_ptr<Summaries> pending_;
+    uint64_t unsummarised_ = 0;
+    uint64_t pending_since_ = 0; // when the first of them committed
+    std::atomic<uint64_t> summary_ns_{static_cast<uint64_t>(kSummaryMs) * 1000000u};
+    bool summaries_due(uint64_t now) const;
+    // Flushes that asked for the summaries, and how many of them the
+    // writer has answered (written by the writer only, under mu_).
+    std::atomic<uint64_t> summary_asks_{0}, summary_answers_{0};
+    bool summaries_asked() const {
+        return summary_asks_.load(std::memory_order_seq_cst) >
+               summary_answers_.load(std::memory_order_relaxed);
+    }
+
+    mutable std::mutex mu_; // everything below; never held across SQL
+    std::condition_variable cv_;
+    std::deque<Note> notes_;
+    std::map<uint32_t, SessionCounters> counters_; // latest per session
+    std::set<uint32_t> dirty_;                     // changed since written
+    std::vector<int64_t> rows_;                    // session ordinal -> row id
+    std::vector<uint64_t> committed_by_session_;
+    uint64_t notes_in_ = 0, notes_done_ = 0;
+    std::string last_error_;
+    std::string failure_; // the last failed commit's error, kept once one succeeds
+    bool stop_ = false, closed_ = false;
+    int deadline_ms_ = 0;
+    uint64_t stop_ns_ = 0; // when close() was called: its deadline counts from there
+    uint64_t lost_ = 0;
+
+    std::atomic<uint64_t> committed_{0};
+    // The writer's connection waits for another's lock up to busy_limit_ms_
+    // (see on_busy); locked_since_: since when it waits (0: it does not).
+    std::atomic<int> busy_limit_ms_{0};
+    std::atomic<uint64_t> locked_since_{0};
+    bool wal_released_ = false; // writer only: see release_wal()
+    std::thread thread_;
+};
+
+} // namespace busprof
