@@ -29,6 +29,7 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
     writer_ =
         std::make_unique<Writer>(cfg_.db, cfg_.queue_capacity, cfg_.note_capacity, cfg_.writer_nice,
                                  cfg_.burst_ms, cfg_.burst_rows, cfg_.writer_rtprio);
+    producer_ = &writer_->producer();
     hv_ = cfg_.hypervisor_factory ? cfg_.hypervisor_factory()
                                   : make_hypervisor(cfg_.backend, cfg_.sim_socket);
     // After the hypervisor: a simulated one has the devices a sim bus reaches.
@@ -95,7 +96,7 @@ void Daemon::begin_session(uint64_t now) {
                    cfg_.triggers.stop_text(),
                    now,
                    cfg_.triggers.pre_trigger};
-    session_ord_ = writer_->begin_session(row);
+    session_ord_ = producer_->begin_session(row);
     pre_window_.clear(); // the last session's
     counters_.clock_error_ns = clock_error_ns_;
     publish();
@@ -127,13 +128,14 @@ uint64_t Daemon::finish() {
                 " needs CAP_SYS_NICE or an RLIMIT_RTPRIO of %d; where the guest's accesses keep a"
                 " CPU busy, the scheduler may cut a burst and hold more accesses",
                 cfg_.writer_rtprio, cfg_.writer_rtprio);
+        producer_ = nullptr;
         writer_.reset();
     }
     return lost;
 }
 
 int64_t Daemon::session_id(int wait_ms) {
-    return writer_->session_row(session_ord_, wait_ms);
+    return producer_->session_row(session_ord_, wait_ms);
 }
 
 // Where the stamp clock's 0 lies on CLOCK_MONOTONIC: bracket a query that
@@ -271,7 +273,7 @@ int Daemon::run() {
                 serve_ioreq(v);
         finalize_all(false);
         serve_requests();
-        writer_->pump(); // notes and counters that found the writer busy
+        producer_->pump(); // notes and counters that found the writer busy
 
         now = std::exchange(served_ns_, 0);
         if (!now)
@@ -289,8 +291,8 @@ int Daemon::run() {
     if (gone_) {
         log(LogLevel::error, "the %s hypervisor went away: stopping the session",
             hv_->name().c_str());
-        writer_->add_event({session_ord_, "hypervisor_gone", now_ns(),
-                            "the " + hv_->name() + " hypervisor's connection closed"});
+        producer_->add_event({session_ord_, "hypervisor_gone", now_ns(),
+                              "the " + hv_->name() + " hypervisor's connection closed"});
         end_session("hypervisor_gone");
     } else if (detached_) {
         end_session("detached");
@@ -317,7 +319,7 @@ void Daemon::publish() {
     counters_.state = to_string(session_.state());
     counters_.started_ns = session_.started_ns();
     counters_.stopped_ns = session_.stopped_ns();
-    writer_->set_counters(session_ord_, counters_);
+    producer_->set_counters(session_ord_, counters_);
 }
 
 // After a session state change: its marker (one kind per new state, with
@@ -327,7 +329,7 @@ void Daemon::transition(const char* kind, const std::string& cause, uint64_t now
         kind = session_.state() == SessionState::profiling ? "start"
                : session_.state() == SessionState::stopped ? "stop"
                                                            : "pause";
-    writer_->add_marker({session_ord_, kind, -1, -1, -1, now, cause, {}});
+    producer_->add_marker({session_ord_, kind, -1, -1, -1, now, cause, {}});
     if (session_.state() == SessionState::profiling && !pre_window_.empty())
         flush_pre_window();
     publish();
@@ -337,10 +339,10 @@ void Daemon::serve_ctrl_ring() {
     page_.take_ctrl([this](const xen_busprof_ctrl_msg& m) { on_ctrl(m); });
     uint32_t lost = page_.ctrl_lost();
     if (lost != seen_lost_) {
-        writer_->add_event({session_ord_, "ctrl_lost", now_ns(),
-                            std::to_string(lost - seen_lost_) +
-                                " control messages lost to a full ring; traps re-read from " +
-                                hv_->name()});
+        producer_->add_event({session_ord_, "ctrl_lost", now_ns(),
+                              std::to_string(lost - seen_lost_) +
+                                  " control messages lost to a full ring; traps re-read from " +
+                                  hv_->name()});
         seen_lost_ = lost;
         resync_traps();
     }
@@ -374,7 +376,7 @@ bool Daemon::grant(std::pair<uint16_t, uint16_t> r, uint64_t t) {
         bus_->grant(r.first, r.second);
     } catch (const std::exception& e) {
         counters_.notes_dropped +=
-            !writer_->add_event({session_ord_, "refused", t, e.what()}, true);
+            !producer_->add_event({session_ord_, "refused", t, e.what()}, true);
         return false;
     }
     granted_.push_back(r);
@@ -403,7 +405,7 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
         auto r = std::make_pair(m.first, m.last);
         if (grant(r, t))
             traps_.push_back(r);
-        counters_.notes_dropped += !writer_->add_marker(
+        counters_.notes_dropped += !producer_->add_marker(
             {session_ord_, "start_trap", vcpu, m.first, m.last, t, {}, origin}, !by_dom0);
         if (session_.on_start_trap(t))
             transition(nullptr, "start_trap", t);
@@ -417,7 +419,7 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
             traps_.erase(it);
         // The bus permission stays until the end: an access Xen routed
         // before the stop may still be in another vCPU's slot.
-        counters_.notes_dropped += !writer_->add_marker(
+        counters_.notes_dropped += !producer_->add_marker(
             {session_ord_, "stop_trap", vcpu, m.first, m.last, t, {}, origin}, !by_dom0);
         if (traps_.empty() && session_.on_last_stop_trap(t))
             transition(nullptr, "stop_trap", t);
@@ -428,9 +430,9 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
         // Everything the guest did before asking is complete: its vCPU
         // resumed from each access before it could ask.
         finalize_all(false);
-        counters_.notes_dropped += !writer_->add_marker(
+        counters_.notes_dropped += !producer_->add_marker(
             {session_ord_, "extract", vcpu, m.first, m.last, t, {}, origin}, true);
-        writer_->request_extract({session_ord_, dom_.domid, m});
+        producer_->request_extract({session_ord_, dom_.domid, m});
         break;
 
     case XEN_BUSPROF_CTRL_pause:
@@ -446,7 +448,7 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
             break;
         finalize_all(false);
         session_.apply(pause ? SessionAction::pause : SessionAction::resume, t);
-        counters_.notes_dropped += !writer_->add_marker(
+        counters_.notes_dropped += !producer_->add_marker(
             {session_ord_, pause ? "pause" : "resume", vcpu, -1, -1, t, "guest", origin}, true);
         publish();
         break;
@@ -454,9 +456,9 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
 
     case XEN_BUSPROF_CTRL_timeout:
         counters_.timeouts++;
-        writer_->add_event({session_ord_, "timeout", t,
-                            "vCPU " + std::to_string(vcpu) + " access to port " +
-                                std::to_string(m.first) + " completed without the daemon"});
+        producer_->add_event({session_ord_, "timeout", t,
+                              "vCPU " + std::to_string(vcpu) + " access to port " +
+                                  std::to_string(m.first) + " completed without the daemon"});
         if (m.vcpu < chan_->nr_vcpus)
             timed_out(m.vcpu, t);
         break;
@@ -465,10 +467,10 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
         if (detaching_)
             break; // drain()'s own
         // The domain is going away, or an access timed out (reported above).
-        writer_->add_event({session_ord_, "detached", t,
-                            counters_.timeouts
-                                ? "Xen detached the profiler after a timeout"
-                                : "Xen detached the profiler: the domain is going away"});
+        producer_->add_event({session_ord_, "detached", t,
+                              counters_.timeouts
+                                  ? "Xen detached the profiler after a timeout"
+                                  : "Xen detached the profiler: the domain is going away"});
         log(LogLevel::info, "Xen detached the profiler from domain %s%s", dom_.name.c_str(),
             counters_.timeouts ? " after a timeout" : "");
         detached_ = true;
@@ -571,7 +573,7 @@ void Daemon::answer_access(unsigned v, ioreq_t* p, Access& a) {
                 gate.leave();
         }
         ~Inside() { leave(); } // a notify that throws
-    } inside{writer_->gate()};
+    } inside{producer_->gate()};
     inside.gate.enter();
 
     if (a.abandoned) {
@@ -587,7 +589,7 @@ void Daemon::answer_access(unsigned v, ioreq_t* p, Access& a) {
     } else {
         a.value = a.mask;
         a.status = XEN_BUSPROF_STATUS_ERROR;
-        counters_.notes_dropped += !writer_->add_event(
+        counters_.notes_dropped += !producer_->add_event(
             {session_ord_, "refused", now_ns(),
              "vCPU " + std::to_string(v) + " ioreq type " + std::to_string(a.type) + " port " +
                  std::to_string(a.port) + " size " + std::to_string(a.size) + " count " +
@@ -656,10 +658,10 @@ void Daemon::queue_record(Record r) {
             publish();
         }
     }
-    if (!writer_->push(r)) {
+    if (!producer_->push(r)) {
         counters_.dropped++;
         if (!queue_full_reported_)
-            counters_.notes_dropped += !writer_->add_event(
+            counters_.notes_dropped += !producer_->add_event(
                 {session_ord_, "queue_full", now_ns(),
                  "record queue full: transactions dropped (see sessions.dropped)"},
                 true);
@@ -759,7 +761,7 @@ void Daemon::drain() {
             break;
         uint64_t now = now_ns();
         if (now >= until) {
-            counters_.notes_dropped += !writer_->add_event(
+            counters_.notes_dropped += !producer_->add_event(
                 {session_ord_, "timeout", now,
                  std::to_string(missing) + " vCPUs' accesses routed before the stop never "
                                            "reached the daemon's ioreq server"},

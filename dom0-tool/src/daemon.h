@@ -6,7 +6,9 @@
 //    the session state machine.  It does no SQL, takes no lock that is
 //    held across I/O, and never waits on storage.
 //  - the writer thread (Writer, writer.h) owns the trace DB: records, markers,
-//    events, session rows and the answers to the guest's extracts.
+//    events, session rows and the answers to the guest's extracts.  The
+//    ioreq thread hands them over through the writer's Producer
+//    (producer.h), which never waits for it.
 //  - the control thread (ControlServer) serves `busprof status/pause/...`
 //    and hands each request to the ioreq thread through a mailbox.
 #pragma once
@@ -81,7 +83,8 @@ class Daemon {
     void stop(const char* cause = "signal");
 
     // The session's row in the trace DB; waits up to wait_ms for the writer
-    // to create it, 0 if it has not.
+    // to create it, 0 if it has not.  The producer's call: before run(), on
+    // the thread that made the daemon, or on run()'s.
     int64_t session_id(int wait_ms);
     const DomainInfo& domain() const { return dom_; }
 
@@ -153,6 +156,7 @@ class Daemon {
     std::unique_ptr<Bus> bus_;
     DomainInfo dom_;
     std::unique_ptr<Writer> writer_;
+    Producer* producer_ = nullptr; // writer_'s, for the ioreq thread (and the constructor)
     std::unique_ptr<Channel> chan_;
     BusprofPage page_; // chan_'s
 

@@ -122,101 +122,6 @@ void Writer::summarise_rest(int64_t session) {
     sums.write(db_.get(), {session});
 }
 
-// The producer never waits for the writer's lock: the writer may hold it
-// while the scheduler has it preempted, and the thread that serves the
-// guest must not wait for that.  What finds the lock taken stays in the
-// producer's outbox until the next try.
-bool Writer::pump(bool wait) {
-    producer_.store(std::this_thread::get_id(), std::memory_order_relaxed);
-    if (outbox_.empty() && out_counters_.empty())
-        return true;
-    std::unique_lock lk(mu_, std::defer_lock);
-    if (wait) {
-        lk.lock();
-    } else if (!lk.try_lock()) {
-        // The writer holds it for some instructions at a time, never across
-        // SQL: a few more tries, for at most kTryLockNs, spare a note the
-        // wait for the producer's next call (an extract request waited up to
-        // the daemon's next turn; in a test that pumped no more, for ever).
-        // Beyond that the writer was preempted holding it: not waited for.
-        const uint64_t until = now_ns() + kTryLockNs;
-        do
-            std::this_thread::yield();
-        while (!lk.try_lock() && now_ns() < until);
-        if (!lk.owns_lock())
-            return false;
-    }
-    if (committed_by_session_.size() < sessions_)
-        committed_by_session_.resize(sessions_, 0);
-    for (auto& [session, c] : out_counters_) {
-        counters_[session] = std::move(c);
-        mark_dirty(session);
-    }
-    out_counters_.clear();
-    const bool notes = !outbox_.empty();
-    notes_in_ += outbox_.size();
-    for (auto& n : outbox_)
-        notes_.push_back(std::move(n));
-    outbox_.clear();
-    outbox_first_.store(UINT64_MAX, std::memory_order_seq_cst);
-    notes_size_.store(notes_.size(), std::memory_order_seq_cst);
-    lk.unlock();
-    cv_.notify_all();
-    // Changed counters alone wake a writer that sleeps with nothing to do,
-    // not one whose records wait for a burst: they go in with those.
-    if (notes || wake_rows_.load(std::memory_order_seq_cst) == 1)
-        wake();
-    return true;
-}
-
-bool Writer::enqueue(Note n, bool droppable) {
-    n.after = pushed_.load(std::memory_order_relaxed);
-    if (droppable && outbox_.size() + notes_size_.load(std::memory_order_relaxed) >= note_capacity_)
-        return false;
-    if (outbox_.empty())
-        outbox_first_.store(n.after, std::memory_order_seq_cst); // before any later push
-    outbox_.push_back(std::move(n));
-    pump(false);
-    return true;
-}
-
-uint32_t Writer::begin_session(const SessionRow& s) {
-    uint32_t ord = sessions_++;
-    out_counters_[ord] = {s.state};
-    enqueue({0, s, ord}, false);
-    return ord;
-}
-
-void Writer::set_counters(uint32_t session, const SessionCounters& c) {
-    out_counters_[session] = c;
-    pump(false);
-}
-
-bool Writer::push(const Record& r) {
-    // Records queued behind a note in the outbox wait for it: it is handed
-    // over at the next chance, so that a producer that only pushes (into a
-    // queue that fills) does not leave them waiting.
-    if (!outbox_.empty())
-        (void)pump(false);
-    if (!queue_.try_push(r))
-        return false;
-    pushed_.fetch_add(1, std::memory_order_release);
-    // Where the writer's bursts do not go (see keep_off_producer()); glibc
-    // reads it from the thread's rseq area, no system call.
-    producer_cpu_.store(::sched_getcpu(), std::memory_order_relaxed);
-    // A writer that sleeps is told of the first record, and of the one that
-    // makes a burst (see Writer::run); of no other.  A writer that has not
-    // said it sleeps yet looks at the queue after saying so, and finds this
-    // record.
-    // (Records behind a note in the outbox cannot be taken: the note's
-    // hand-over wakes it.)
-    std::atomic_thread_fence(std::memory_order_seq_cst); // the push, then the look
-    if (outbox_.empty() && asleep_.load(std::memory_order_seq_cst) &&
-        queue_.size() >= wake_rows_.load(std::memory_order_seq_cst))
-        tell();
-    return true;
-}
-
 // A session whose counters are to be written (mu_ held); dirty_any_ says
 // so to a writer about to sleep, which does not take the lock.
 void Writer::mark_dirty(uint32_t session) {
@@ -246,27 +151,11 @@ void Writer::tell() {
     futex_wake(wakes_);
 }
 
-bool Writer::add_marker(Marker m, bool from_guest) {
-    uint32_t s = static_cast<uint32_t>(m.session_id);
-    return enqueue({0, std::move(m), s}, from_guest);
-}
-
-bool Writer::add_event(Event e, bool from_guest) {
-    uint32_t s = static_cast<uint32_t>(e.session_id);
-    return enqueue({0, std::move(e), s}, from_guest);
-}
-
-void Writer::request_extract(const ExtractRequest& r) {
-    enqueue({0, r, r.session}, false);
-}
-
 bool Writer::flush(int timeout_ms) {
     return flushed(request_flush(), timeout_ms);
 }
 
 Writer::FlushMark Writer::request_flush() {
-    if (std::this_thread::get_id() == producer_.load(std::memory_order_relaxed))
-        pump(true);
     uint64_t records = pushed_.load(std::memory_order_acquire);
     uint64_t upto = flush_upto_.load(std::memory_order_seq_cst);
     while (upto < records && !flush_upto_.compare_exchange_weak(upto, records))
@@ -287,8 +176,6 @@ bool Writer::flushed(const FlushMark& m, int timeout_ms) {
 }
 
 int64_t Writer::session_row(uint32_t session, int timeout_ms) {
-    if (std::this_thread::get_id() == producer_.load(std::memory_order_relaxed))
-        pump(true);
     std::unique_lock lk(mu_);
     cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms),
                  [&] { return session < rows_.size() && rows_[session]; });
@@ -379,7 +266,7 @@ void Writer::fail_waiting_extracts() {
 }
 
 uint64_t Writer::close(int deadline_ms) {
-    pump(true); // the producer has stopped: its outbox goes in
+    producer_.pump(true); // the producer has stopped: its outbox goes in
     {
         std::lock_guard lk(mu_);
         if (!thread_.joinable())

@@ -5,6 +5,7 @@
 
 #include "checkpointer.h"
 #include "db.h"
+#include "producer.h"
 #include "record.h"
 #include "spsc_queue.h"
 #include "storage_gate.h"
@@ -29,48 +30,15 @@
 
 namespace busprof {
 
-struct SessionRow {
-    uint16_t domid;
-    std::string domain_name, backend, bus, state, start_trigger, stop_trigger;
-    uint64_t created_ns;
-    uint64_t pre_trigger = 0; // --pre-trigger N
-};
-
-// What the daemon knows of a session at a moment: the latest one written wins.
-struct SessionCounters {
-    std::string state;
-    uint64_t started_ns = 0, stopped_ns = 0; // 0: not yet
-    uint64_t timeouts = 0, unrecorded = 0;
-    uint64_t dropped = 0;        // records the queue refused
-    uint64_t notes_dropped = 0;  // guest markers and events refused
-    int64_t clock_error_ns = -1; // +/- of the clock offset; -1: not measured
-    uint64_t clock_skew_ns = 0;  // largest disagreement of Xen's stamps with ours
-};
-
-// A guest's extract request, to be answered once everything the daemon
-// queued before it is committed.
-struct ExtractRequest {
-    uint32_t session; // ordinal, see Writer::begin_session
-    uint16_t domid;
-    xen_busprof_ctrl_msg msg;
-    int64_t upto = 0; // writer: the last transaction id queued before it
-};
-
-struct ExtractResult {
-    int status = 0; // 0 or -errno for the guest
-    uint64_t total = 0, snapshot = 0;
-    std::vector<xen_busprof_record_ext> records; // XEN_BUSPROF_RECORD_WHO where known
-};
-
 class Summaries;
 
 // The writer thread owns the trace DB's connection.  One producer (the
-// daemon's ioreq thread) hands it records through a lock-free queue and
-// everything else (session rows, markers, events, extract requests) as
-// notes through a small bounded queue; a note keeps its place among the
-// records.  The producer never waits: no SQL and no lock held across I/O
-// on its side.  Records and notes name their session by an ordinal that
-// the writer maps to the row it creates.
+// daemon's ioreq thread, through producer()) hands it records through a
+// lock-free queue and everything else (session rows, markers, events,
+// extract requests) as notes through a small bounded queue; a note keeps
+// its place among the records.  The producer never waits: no SQL and no
+// lock held across I/O on its side.  Records and notes name their session
+// by an ordinal that the writer maps to the row it creates.
 class Writer {
   public:
     using ExtractReply = std::function<void(const ExtractRequest&, ExtractResult&)>;
@@ -104,29 +72,20 @@ class Writer {
     ~Writer(); // close(10000)
     Writer(const Writer&) = delete;
 
-    // Producer side (one thread).  It never waits for the writer: what
-    // finds the writer's lock taken waits in the producer's outbox, which
-    // pump() (and every call below) hands over when the lock is free.
-    bool pump(bool wait = false);                // false: the lock was taken, try again
-    uint32_t begin_session(const SessionRow& s); // never refused
-    void set_counters(uint32_t session, const SessionCounters& c);
-    bool push(const Record& r);                         // false if full
-    bool add_marker(Marker m, bool from_guest = false); // a guest's may be refused
-    bool add_event(Event e, bool from_guest = false);
-    void request_extract(const ExtractRequest& r);                     // never refused
+    // The producer side (one thread at a time): see Producer.
+    Producer& producer() { return producer_; }
     void on_extract(ExtractReply f) { extract_reply_ = std::move(f); } // before any request
 
     // Any thread.  Waits until everything queued before the call is
     // committed, and every committed row is in the summaries; false if
-    // that did not happen within timeout_ms.
+    // that did not happen within timeout_ms.  What waits in the producer's
+    // outbox is handed over by the producer (Producer::flush), not here.
     bool flush(int timeout_ms = 10000);
     // The same in two steps, for a caller that waits in pieces: what is
     // queued now, with the writer told to commit it without waiting for a
     // burst; and whether that is committed, waiting up to timeout_ms.
     // Records queued after the request are not waited for.
-    struct FlushMark {
-        uint64_t records, notes, summaries;
-    };
+    using FlushMark = busprof::FlushMark;
     FlushMark request_flush();
     bool flushed(const FlushMark& m, int timeout_ms);
     // The row of a session, once created; 0 if not within timeout_ms.
@@ -145,8 +104,6 @@ class Writer {
     const std::string& path() const { return path_; }
     uint64_t checkpoints() const { return checkpointer_->done(); }
     std::mutex& lock_for_tests() { return mu_; } // the lock the producer never waits for
-    // The producer marks its accesses with it (see AccessGate).
-    AccessGate& gate() { return gate_; }
     // The runs of storage work since from_ns (see StorageBusy), for tests.
     std::vector<StorageBusy::Run> storage_runs(uint64_t from_ns) const {
         return busy_.since(from_ns);
@@ -172,7 +129,8 @@ class Writer {
     // RLIMIT_RTPRIO below it): the bursts run at the nice value.
     bool rt_refused() const { return rt_refused_.load(std::memory_order_acquire); }
 
-    // Once the producer has stopped (or on its thread): stops the writer
+    // Once the producer has stopped (or on its thread): hands over what
+    // waits in its outbox and stops the writer
     // thread after it committed everything queued, or, if the DB
     // cannot be written, gives up deadline_ms after this call.  Returns the number of
     // records and notes that are not in the DB (0: nothing lost): those it
@@ -181,18 +139,14 @@ class Writer {
     uint64_t close(int deadline_ms);
 
   private:
-    struct Note {
-        uint64_t after; // records pushed before it
-        std::variant<SessionRow, Marker, Event, ExtractRequest> body;
-        uint32_t session; // for SessionRow: the ordinal it creates
-    };
     struct Work {
         std::vector<Record> records;
         std::vector<std::pair<size_t, Note>> notes; // (records before it, note)
         bool empty() const { return records.empty() && notes.empty(); }
     };
 
-    bool enqueue(Note n, bool droppable);
+    friend class Producer;
+
     void run(std::latch& started); // counts started down once named and at its priority
     void gather(Work& w);
     bool commit(Work& w, std::vector<ExtractRequest>& extracts, std::string& err);
@@ -241,16 +195,12 @@ class Writer {
     int off_cpu_ = -1;
     void keep_off_producer();
     uint64_t takeable() const;
-    static constexpr uint64_t kTryLockNs = 100'000; // see pump()
+    static constexpr uint64_t kTryLockNs = 100'000; // see Producer::pump()
     ExtractReply extract_reply_;
 
-    std::atomic<uint64_t> pushed_{0};                  // written by the producer only
-    std::atomic<int> producer_cpu_{-1};                // the CPU of its last push; likewise
-    uint32_t sessions_ = 0;                            // producer only
-    std::deque<Note> outbox_;                          // producer only: notes not yet handed over
-    std::map<uint32_t, SessionCounters> out_counters_; // producer only, likewise
-    std::atomic<std::thread::id> producer_{};          // the producer's thread
-    std::atomic<size_t> notes_size_{0};                // notes_.size(), for the producer
+    std::atomic<uint64_t> pushed_{0};   // written by the producer only
+    std::atomic<int> producer_cpu_{-1}; // the CPU of its last push; likewise
+    std::atomic<size_t> notes_size_{0}; // notes_.size(), for the producer
     // The count of records pushed before the first note of the outbox (none:
     // UINT64_MAX): the writer takes no record past it, so that a note that
     // found the lock taken still lands before the records pushed after it.
@@ -294,6 +244,7 @@ class Writer {
     std::atomic<int> busy_limit_ms_{0};
     std::atomic<uint64_t> locked_since_{0};
     bool wal_released_ = false; // writer only: see release_wal()
+    Producer producer_{*this};
     std::thread thread_;
 };
 
