@@ -90,7 +90,7 @@ bool Producer::push(const Record& r) {
     if (!w_.queue_.try_push(r))
         return false;
     w_.pushed_.fetch_add(1, std::memory_order_release);
-    // Where the writer's bursts do not go (see Writer::keep_off_producer()); glibc
+    // Where the writer's bursts do not go (see WriterSched::keep_off()); glibc
     // reads it from the thread's rseq area, no system call.
     w_.producer_cpu_.store(::sched_getcpu(), std::memory_order_relaxed);
     // A writer that sleeps is told of the first record, and of the one that

@@ -22,9 +22,10 @@ Writer::Writer(const std::string& path, size_t queue_capacity, size_t note_capac
                int burst_ms, size_t burst_rows, int rtprio)
     : path_(path), db_(Db::open(path, true)),
       checkpointer_(std::make_unique<Checkpointer>(path, db_.get(), nice, &busy_, &gate_)),
-      queue_(queue_capacity), note_capacity_(note_capacity), nice_(nice), burst_ms_(burst_ms),
+      queue_(queue_capacity), note_capacity_(note_capacity), sched_(nice, rtprio),
+      burst_ms_(burst_ms),
       burst_rows_(std::clamp<size_t>(queue_capacity / 4, 1, std::max<size_t>(burst_rows, 1))),
-      rtprio_(rtprio), pending_(std::make_unique<Summaries>()) {
+      pending_(std::make_unique<Summaries>()) {
     // A WAL that grew while the checkpointer lagged goes back to this size
     // when it restarts.
     db_.exec("PRAGMA journal_size_limit = " + std::to_string(64 << 20));
@@ -646,16 +647,11 @@ void Writer::run(std::latch& started) {
     // few accesses in a thousand wait for a burst, the others for nothing.
     // Where the daemon may use more than one CPU, a burst runs on another
     // than the one the thread that serves the guest is on
-    // (keep_off_producer()).  Raising it takes a privilege (CAP_SYS_NICE,
+    // (WriterSched::keep_off()).  Raising it takes a privilege (CAP_SYS_NICE,
     // or an RLIMIT_NICE that reaches nice_, an RLIMIT_RTPRIO that reaches
     // rtprio_); without it the writer runs at the daemon's priority, and
     // the scheduler may cut its bursts.
-    const int id = static_cast<int>(::gettid());
-    tid_.store(id, std::memory_order_release);
-    raised_.store(set_nice(id, nice_), std::memory_order_release);
-    may_rt_ = rtprio_ > 0 && ::sched_getscheduler(0) == SCHED_OTHER;
-    if (::sched_getaffinity(0, sizeof(allowed_), &allowed_) != 0)
-        CPU_ZERO(&allowed_);
+    sched_.start();
     started.count_down();
     // Sleeps until a note, a flush or a stop comes, at least `rows` records
     // wait, or timeout_ns (-1: none) passed.  A push or a note that comes
@@ -706,7 +702,7 @@ void Writer::run(std::latch& started) {
             if (queued > 0 || notes_size_.load(std::memory_order_seq_cst) > 0) {
                 burst_upto = std::max(burst_upto, popped_ + queued);
                 if (queued > 0)
-                    keep_off_producer();
+                    sched_.keep_off(producer_cpu_.load(std::memory_order_relaxed));
                 gather(w);
             }
         }
@@ -751,15 +747,11 @@ void Writer::run(std::latch& started) {
         // Not inside an access of the thread that serves the guest: see
         // AccessGate.
         (void)gate_.wait_outside(AccessGate::kMaxWaitNs);
-        const bool rt = raise_for_burst();
-        const long cuts = rt ? own_cuts() : 0;
+        const WriterSched::Burst burst =
+            sched_.begin_burst([&] { return takeable() < burst_rows_; });
         const bool committed = commit(w, extracts, err);
         locked_since_.store(0, std::memory_order_release);
-        if (rt)
-            rt_cuts_.fetch_add(static_cast<uint64_t>(std::max(0L, own_cuts() - cuts)),
-                               std::memory_order_release);
-        lower_from_burst();
-        (rt ? rt_commits_ : nice_commits_).fetch_add(1, std::memory_order_release);
+        sched_.end_burst(burst);
         if (committed) {
             for (auto& r : extracts)
                 answer(r, true);

@@ -9,6 +9,7 @@
 #include "record.h"
 #include "spsc_queue.h"
 #include "storage_gate.h"
+#include "writer_sched.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -102,32 +103,9 @@ class Writer {
     std::string last_error() const;
     static constexpr int kLockedMs = 100;
     const std::string& path() const { return path_; }
-    uint64_t checkpoints() const { return checkpointer_->done(); }
-    std::mutex& lock_for_tests() { return mu_; } // the lock the producer never waits for
-    // The runs of storage work since from_ns (see StorageBusy), for tests.
-    std::vector<StorageBusy::Run> storage_runs(uint64_t from_ns) const {
-        return busy_.since(from_ns);
-    }
-    // kSummaryMs for this writer, for tests (any thread).
-    void set_summary_interval_ms(int ms) {
-        summary_ns_.store(static_cast<uint64_t>(ms) * 1000000u, std::memory_order_relaxed);
-    }
-    // The writer's thread id, once it has started (0 before).
-    int thread_for_tests() const { return tid_.load(std::memory_order_acquire); }
-    // Whether the writer's threads run at the nice value asked for (false
-    // until the writer has started, and where that needs a privilege the
-    // daemon lacks: they run at its priority then).
-    bool raised() const { return raised_.load(std::memory_order_acquire); }
-    // How many commits ran at the real-time priority asked for (see
-    // Writer::run), and how many at the nice value.
-    uint64_t rt_commits() const { return rt_commits_.load(std::memory_order_acquire); }
-    uint64_t nice_commits() const { return nice_commits_.load(std::memory_order_acquire); }
-    // How many times the scheduler took the CPU from the writer (it was
-    // runnable: a cut) while a commit ran at the real-time priority.
-    uint64_t rt_commit_cuts() const { return rt_cuts_.load(std::memory_order_acquire); }
     // A real-time priority was asked for and refused (no CAP_SYS_NICE, an
     // RLIMIT_RTPRIO below it): the bursts run at the nice value.
-    bool rt_refused() const { return rt_refused_.load(std::memory_order_acquire); }
+    bool rt_refused() const { return sched_.rt_refused(); }
 
     // Once the producer has stopped (or on its thread): hands over what
     // waits in its outbox and stops the writer
@@ -146,6 +124,7 @@ class Writer {
     };
 
     friend class Producer;
+    friend class WriterTestPeer; // tests/unit/writer_peer.h
 
     void run(std::latch& started); // counts started down once named and at its priority
     void gather(Work& w);
@@ -159,7 +138,6 @@ class Writer {
     int64_t row_of(uint32_t session, const std::vector<int64_t>& rows) const;
     void abort_orphans();
     void summarise_rest(int64_t session);
-    bool raise_for_burst();
 
     std::string path_;
     Db db_;
@@ -170,16 +148,9 @@ class Writer {
     std::unique_ptr<Stmt> insert_one_, insert_many_; // the writer's, finalized before db_ closes
     SpscQueue<Record> queue_;
     size_t note_capacity_;
-    int nice_;
+    WriterSched sched_;
     int burst_ms_;
     size_t burst_rows_; // kBurstRows, or a quarter of the queue
-    int rtprio_;
-    bool may_rt_ = false; // writer only: SCHED_OTHER at start, and not refused yet
-    std::atomic<uint64_t> rt_commits_{0}, nice_commits_{0};
-    std::atomic<uint64_t> rt_cuts_{0};
-    std::atomic<bool> rt_refused_{false};
-    std::atomic<int> tid_{0}; // the writer's thread
-    std::atomic<bool> raised_{false};
     // The writer sleeps on wakes_ (a futex): with nothing to do until told,
     // with records waiting for a burst until the burst is due.  asleep_
     // says that it sleeps, wake_rows_ how many queued records wake it.
@@ -189,11 +160,6 @@ class Writer {
     std::atomic<uint64_t> flush_upto_{0}; // records a flush waits for: they wait for no burst
     void wake();                          // a writer that sleeps: a note, a flush or a stop waits
     void tell();                          // wakes it, asleep or not
-    // The CPUs the writer may use (when it started), and the one it keeps
-    // off now (-1: none): see keep_off_producer().  Writer only.
-    cpu_set_t allowed_{};
-    int off_cpu_ = -1;
-    void keep_off_producer();
     uint64_t takeable() const;
     static constexpr uint64_t kTryLockNs = 100'000; // see Producer::pump()
     ExtractReply extract_reply_;

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "writer_sched.h"
 
-#include "writer.h"
-
+#include <algorithm>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 namespace busprof {
 
@@ -30,13 +30,13 @@ bool set_nice(int tid, int nice) {
 
 namespace {
 // Set on the writer's thread while a burst's commit runs at a real-time
-// priority (Writer::raise_for_burst).
+// priority (WriterSched::raise).
 thread_local bool t_burst_rt = false;
 } // namespace
 
 // How many times the scheduler took the CPU from the calling thread while
 // it was runnable (a cut), since it started; 0 if unknown.
-long own_cuts() {
+long WriterSched::cuts() {
     rusage u{};
     return ::getrusage(RUSAGE_THREAD, &u) == 0 ? u.ru_nivcsw : 0;
 }
@@ -60,8 +60,7 @@ void lower_from_burst() {
 // (milliseconds, every vCPU's access with it) while the other CPU went
 // idle, as the kernel does not move a thread that ran a moment ago
 // (docs/design.md, "The writer's bursts").
-void Writer::keep_off_producer() {
-    const int cpu = producer_cpu_.load(std::memory_order_relaxed);
+void WriterSched::keep_off(int cpu) {
     if (cpu < 0 || cpu == off_cpu_ || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &allowed_) ||
         CPU_COUNT(&allowed_) < 2)
         return;
@@ -74,9 +73,7 @@ void Writer::keep_off_producer() {
 // A burst's commit runs at SCHED_FIFO priority rtprio_ where that is
 // permitted and the writer keeps up (fewer than a burst's records wait
 // behind it); see Writer::run.  True if it was raised.
-bool Writer::raise_for_burst() {
-    if (!may_rt_ || takeable() >= burst_rows_)
-        return false;
+bool WriterSched::raise() {
     sched_param sp{};
     sp.sched_priority = rtprio_;
     if (::sched_setscheduler(0, SCHED_FIFO, &sp) != 0) {
@@ -86,6 +83,23 @@ bool Writer::raise_for_burst() {
     }
     t_burst_rt = true;
     return true;
+}
+
+void WriterSched::end_burst(const Burst& b) {
+    if (b.rt)
+        rt_cuts_.fetch_add(static_cast<uint64_t>(std::max(0L, cuts() - b.cuts)),
+                           std::memory_order_release);
+    lower_from_burst();
+    (b.rt ? rt_commits_ : nice_commits_).fetch_add(1, std::memory_order_release);
+}
+
+void WriterSched::start() {
+    const int id = static_cast<int>(::gettid());
+    tid_.store(id, std::memory_order_release);
+    raised_.store(set_nice(id, nice_), std::memory_order_release);
+    may_rt_ = rtprio_ > 0 && ::sched_getscheduler(0) == SCHED_OTHER;
+    if (::sched_getaffinity(0, sizeof(allowed_), &allowed_) != 0)
+        CPU_ZERO(&allowed_);
 }
 
 } // namespace busprof

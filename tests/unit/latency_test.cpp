@@ -7,6 +7,7 @@
 #include "figures.h"
 #include "latency.h"
 #include "writer.h"
+#include "writer_peer.h"
 
 #include <gtest/gtest.h>
 
@@ -260,7 +261,7 @@ TEST_F(LatencyTest, SummariesOfASessionAndPortsAreWithinOneIn256) {
 // what every row gives, within 1/256.
 TEST_F(LatencyTest, TheSummariesAndTheRowsTheyLagAreWhatTheRowsGive) {
     Writer w(db_, 1 << 12);
-    w.set_summary_interval_ms(3600 * 1000);
+    WriterTestPeer::set_summary_interval_ms(w, 3600 * 1000);
     SessionRow row{7, "guest", "sim", "sim", "profiling", "start_trap", "manual", 1000};
     uint32_t s = w.producer().begin_session(row);
     std::mt19937_64 rng(9);

@@ -5,6 +5,7 @@
 #include "db.h"
 #include "histogram.h"
 #include "writer.h"
+#include "writer_peer.h"
 
 #include <gtest/gtest.h>
 
@@ -241,7 +242,7 @@ TEST_F(SummaryTest, ARolledBackCommitCountsItsRowsOnceWhenRetried) {
 // flush asks for them, with no new row to commit.
 TEST_F(SummaryTest, CommittedRowsWaitForTheirSummariesUntilAFlush) {
     Writer w(db_, 1 << 16, 4096, Writer::kDefaultWriterNice, 50);
-    w.set_summary_interval_ms(3600 * 1000);
+    WriterTestPeer::set_summary_interval_ms(w, 3600 * 1000);
     uint32_t s = w.producer().begin_session(session());
     std::mt19937_64 rng(3);
     uint64_t t = 1000;
@@ -264,7 +265,7 @@ TEST_F(SummaryTest, CommittedRowsWaitForTheirSummariesUntilAFlush) {
 // kSummaryMs has passed: the writer wakes for them.
 TEST_F(SummaryTest, TheSummariesComeByThemselvesAfterTheirInterval) {
     Writer w(db_, 1 << 16, 4096, Writer::kDefaultWriterNice, 50);
-    w.set_summary_interval_ms(200);
+    WriterTestPeer::set_summary_interval_ms(w, 200);
     uint32_t s = w.producer().begin_session(session());
     std::mt19937_64 rng(4);
     uint64_t t = 1000;

@@ -4,6 +4,7 @@
 #include "clock.h"
 #include "thread_nice.h"
 #include "writer.h"
+#include "writer_peer.h"
 
 #include <gtest/gtest.h>
 
@@ -509,7 +510,7 @@ TEST_F(WriterTest, TheProducerNeverWaitsForTheWritersLock) {
     ASSERT_TRUE(w.producer().flush());
     {
         // Held here, a producer that waited for it would never return.
-        std::lock_guard held(w.lock_for_tests());
+        std::lock_guard held(WriterTestPeer::lock(w));
         ASSERT_TRUE(w.producer().push(rec(s, 0x70, 1)));
         EXPECT_TRUE(w.producer().add_marker({s, "pause", -1, -1, -1, 60, "user", {}}));
         ASSERT_TRUE(w.producer().push(rec(s, 0x70, 2)));
@@ -553,13 +554,13 @@ TEST_F(WriterTest, AWriterThatMayNotBeRaisedRunsAtTheDaemonsPriority) {
         uint32_t s = w.producer().begin_session(row());
         if (!w.producer().flush()) // the session's row is in: the writer has started
             failed = "flush";
-        else if (w.raised())
+        else if (WriterTestPeer::raised(w))
             failed = "the writer says it went to nice -20";
-        else if (nice_of(w.thread_for_tests()) != daemon_nice)
+        else if (nice_of(WriterTestPeer::thread(w)) != daemon_nice)
             failed = "the writer is not at the daemon's nice value";
         else if (!commits_while_busy(w, s, 5000))
             failed = "not all committed within 5 s while the host was busy";
-        else if (w.rt_commits() != 0 || w.nice_commits() == 0)
+        else if (WriterTestPeer::rt_commits(w) != 0 || WriterTestPeer::nice_commits(w) == 0)
             failed = "a burst ran at a real-time priority";
         else if (!w.rt_refused())
             failed = "the writer does not say the real-time priority was refused";
@@ -575,10 +576,10 @@ TEST_F(WriterTest, TheWritersThreadsRunAtTheirNiceValue) {
     Writer w(db_, 1 << 14, 4096, -20);
     uint32_t s = w.producer().begin_session(row());
     ASSERT_TRUE(w.producer().flush()); // the session's row is in: the writer has started
-    if (!w.raised())
+    if (!WriterTestPeer::raised(w))
         GTEST_SKIP() << "this process may not raise a thread (no CAP_SYS_NICE and RLIMIT_NICE"
                         " below 40): the writer stays at its priority, as the test above checks";
-    EXPECT_EQ(nice_of(w.thread_for_tests()), -20);
+    EXPECT_EQ(nice_of(WriterTestPeer::thread(w)), -20);
     const int checkpointer = thread_named("bp-checkpoint");
     ASSERT_GT(checkpointer, 0);
     EXPECT_EQ(nice_of(checkpointer), -20);
@@ -591,9 +592,9 @@ TEST_F(WriterTest, AWriterMayRunNicerThanTheDaemon) {
     Writer w(db_, 1024, 4096, 19);
     w.producer().begin_session(row());
     ASSERT_TRUE(w.producer().flush());
-    EXPECT_TRUE(w.raised());
-    EXPECT_EQ(nice_of(w.thread_for_tests()), 19);
-    EXPECT_EQ(::sched_getscheduler(w.thread_for_tests()), SCHED_OTHER);
+    EXPECT_TRUE(WriterTestPeer::raised(w));
+    EXPECT_EQ(nice_of(WriterTestPeer::thread(w)), 19);
+    EXPECT_EQ(::sched_getscheduler(WriterTestPeer::thread(w)), SCHED_OTHER);
 }
 
 // How many times a thread has gone to sleep and woken since it started.
@@ -613,7 +614,7 @@ TEST_F(WriterTest, AnIdleWriterSleepsUntilARecordComes) {
     Writer w(db_, 1024, 4096, 0);
     uint32_t s = w.producer().begin_session(row());
     ASSERT_TRUE(w.producer().flush());
-    const int tid = w.thread_for_tests();
+    const int tid = WriterTestPeer::thread(w);
     ASSERT_GT(tid, 0);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     const long before = sleeps_of(tid);
@@ -690,7 +691,7 @@ TEST_F(WriterTest, RecordsDoNotOvertakeANoteInTheOutbox) {
     ASSERT_TRUE(w.producer().flush());
     uint32_t s;
     {
-        std::lock_guard held(w.lock_for_tests());
+        std::lock_guard held(WriterTestPeer::lock(w));
         s = w.producer().begin_session(row()); // to the outbox: the lock is taken
         for (uint32_t i = 0; i < 10; i++)
             ASSERT_TRUE(w.producer().push(rec(s, 0x70, i)));
@@ -763,7 +764,7 @@ TEST_F(WriterTest, ABurstRunsOffTheCpuOfTheThreadThatServesTheGuest) {
     Writer w(db_, 1 << 14, 4096, 0, 60000); // bursts of 4096 rows only
     uint32_t s = w.producer().begin_session(row());
     ASSERT_TRUE(w.producer().flush());
-    const int tid = w.thread_for_tests();
+    const int tid = WriterTestPeer::thread(w);
     ASSERT_GT(tid, 0);
     uint64_t pushed = 0;
     for (int cpu : {cpus.front(), cpus.back(), cpus.front()}) {
@@ -791,7 +792,7 @@ TEST_F(WriterTest, AWriterAllowedOneCpuStaysOnIt) {
         ASSERT_TRUE(w.producer().push(rec(s, 0x300, i)));
     ASSERT_TRUE(w.producer().flush());
     EXPECT_EQ(w.committed(), 4096u);
-    EXPECT_EQ(list_of(cpus_of(w.thread_for_tests())), std::vector<int>{cpu});
+    EXPECT_EQ(list_of(cpus_of(WriterTestPeer::thread(w))), std::vector<int>{cpu});
 }
 
 // The bursts of the test below: long, so that a nice value alone is cut
@@ -812,9 +813,9 @@ static bool cuts_in_bursts(const std::string& db, Record r, int rtprio, Cuts& c)
     Writer w(db, 4 * kRows, 4096, -20, 60000, kRows, rtprio);
     r.session_id = w.producer().begin_session(
         {7, "guest", "sim", "sim", "profiling", "start_trap", "manual", 1000});
-    if (!w.producer().flush() || !w.raised())
+    if (!w.producer().flush() || !WriterTestPeer::raised(w))
         return false;
-    const int tid = w.thread_for_tests();
+    const int tid = WriterTestPeer::thread(w);
     Hogs wakers(4, std::chrono::microseconds(200), std::chrono::microseconds(300));
     uint64_t pushed = 0;
     for (int b = 0; b < kBursts; b++) {
@@ -829,7 +830,7 @@ static bool cuts_in_bursts(const std::string& db, Record r, int rtprio, Cuts& c)
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
         EXPECT_EQ(w.committed(), pushed) << "a burst was not committed in 60 s";
     }
-    c = {w.rt_commits(), w.rt_commit_cuts()};
+    c = {WriterTestPeer::rt_commits(w), WriterTestPeer::rt_commit_cuts(w)};
     EXPECT_EQ(::sched_getscheduler(tid), SCHED_OTHER) << "not back between bursts";
     EXPECT_EQ(nice_of(tid), -20) << "not back at its nice value between bursts";
     return true;
@@ -861,7 +862,7 @@ TEST_F(WriterTest, ItsThreadsAreNamed) {
     Writer w(db_, 1024);
     w.producer().begin_session(row());
     ASSERT_TRUE(w.producer().flush()); // the writer has run
-    const int tid = w.thread_for_tests();
+    const int tid = WriterTestPeer::thread(w);
     ASSERT_GT(tid, 0);
     std::vector<std::string> names;
     for (auto& t : std::filesystem::directory_iterator("/proc/self/task")) {
@@ -961,7 +962,7 @@ TEST_F(WriterTest, TheWalIsCheckpointedOffTheWritersConnection) {
             std::this_thread::yield();
     }
     ASSERT_TRUE(w.producer().flush(60000));
-    EXPECT_GE(w.checkpoints(), 1u);
+    EXPECT_GE(WriterTestPeer::checkpoints(w), 1u);
     auto wal = std::filesystem::path(db_ + "-wal");
     ASSERT_TRUE(std::filesystem::exists(wal));
     EXPECT_LE(std::filesystem::file_size(wal),
@@ -1057,7 +1058,7 @@ TEST_F(WriterTest, ABurstDoesNotBeginInsideAnAccess) {
     // record at the earliest), the writer may go in after kMaxWaitNs: on a
     // loaded machine the sleep above can outlast that.
     const uint64_t may_begin = std::min<uint64_t>(t1, t0 + 5'000'000 + AccessGate::kMaxWaitNs);
-    auto runs = w.storage_runs(t0);
+    auto runs = WriterTestPeer::storage_runs(w, t0);
     ASSERT_FALSE(runs.empty());
     for (const auto& [begin, end] : runs)
         EXPECT_TRUE(end < t0 || begin >= may_begin)
