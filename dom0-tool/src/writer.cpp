@@ -29,7 +29,7 @@ Writer::Writer(const std::string& path, size_t queue_capacity, size_t note_capac
     // A WAL that grew while the checkpointer lagged goes back to this size
     // when it restarts.
     db_.exec("PRAGMA journal_size_limit = " + std::to_string(64 << 20));
-    abort_orphans();
+    abort_orphans(db_, path_);
     busy_limit_ms_.store(kBusyTimeoutMs);
     sqlite3_busy_handler(db_.get(), &Writer::on_busy, this);
     // Named and at its priority before the daemon can serve anything (as
@@ -51,76 +51,6 @@ Writer::~Writer() {
     if (lost)
         std::fprintf(stderr, "busprof: error: %llu records and notes could not be written to %s\n",
                      static_cast<unsigned long long>(lost), path_.c_str());
-}
-
-// Sessions whose daemon ended without stopping them (killed, crashed, the
-// machine rebooted) are marked aborted when a DB is opened for writing.
-void Writer::abort_orphans() {
-    std::vector<std::pair<int64_t, std::string>> open;
-    {
-        Stmt q(db_.get(), "SELECT id, owner FROM sessions WHERE owner IS NOT NULL");
-        while (q.step())
-            open.emplace_back(sqlite3_column_int64(q.get(), 0),
-                              reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 1)));
-    }
-    for (auto& [id, owner] : open) {
-        if (owner_alive(owner))
-            continue;
-        db_.exec("BEGIN IMMEDIATE");
-        try {
-            Stmt u(
-                db_.get(),
-                "UPDATE sessions SET state = 'aborted', owner = NULL, stopped_ns = MAX("
-                " created_ns,"
-                " COALESCE((SELECT MAX(t_resume_ns) FROM transactions WHERE session_id = ?1), 0),"
-                " COALESCE((SELECT MAX(t_ns) FROM markers WHERE session_id = ?1), 0))"
-                " WHERE id = ?1");
-            u.bind(1, id);
-            u.step();
-            summarise_rest(id);
-            Stmt e(db_.get(), "INSERT INTO events (session_id, kind, t_ns, detail)"
-                              " SELECT id, 'aborted', stopped_ns, ? FROM sessions WHERE id = ?");
-            e.bind(1, "the daemon of this session (" + owner.substr(owner.find('/') + 1) +
-                          ") ended without stopping it; found when the DB was next opened");
-            e.bind(2, id);
-            e.step();
-            db_.exec("COMMIT");
-        } catch (...) {
-            sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
-            throw;
-        }
-        std::fprintf(stderr,
-                     "busprof: session %lld of %s was left behind by a daemon that ended"
-                     " without stopping it: marked aborted\n",
-                     static_cast<long long>(id), path_.c_str());
-    }
-}
-
-// Adds the rows of a session that its writer committed but did not yet
-// count in the summaries (its daemon was killed in between): the last
-// recorded - summarised rows.
-void Writer::summarise_rest(int64_t session) {
-    Summaries sums;
-    Stmt q(db_.get(), "SELECT domid, port, dir, status, t_trap_ns, t_bus_begin_ns, t_bus_end_ns,"
-                      " t_resume_ns, clock_skewed FROM transactions WHERE session_id = ?1"
-                      " ORDER BY id DESC"
-                      " LIMIT (SELECT recorded - summarised FROM sessions WHERE id = ?1)");
-    q.bind(1, session);
-    while (q.step()) {
-        auto col = [&](int i) { return sqlite3_column_int64(q.get(), i); };
-        Record r{};
-        r.domid = static_cast<uint16_t>(col(0));
-        r.port = static_cast<uint16_t>(col(1));
-        r.dir = dir_from_name(reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 2)));
-        r.status = status_from_name(reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 3)));
-        r.t_trap_ns = static_cast<uint64_t>(col(4));
-        r.t_bus_begin_ns = static_cast<uint64_t>(col(5)); // NULL reads 0, as the writer had it
-        r.t_bus_end_ns = static_cast<uint64_t>(col(6));
-        r.t_resume_ns = static_cast<uint64_t>(col(7));
-        r.flags = col(8) ? XEN_BUSPROF_RECORD_CLOCK_SKEWED : 0;
-        sums.add(session, r);
-    }
-    sums.write(db_.get(), {session});
 }
 
 // A session whose counters are to be written (mu_ held); dirty_any_ says
@@ -579,43 +509,12 @@ void Writer::answer(const ExtractRequest& r, bool db_ok) {
             c.step();
             res.total = static_cast<uint64_t>(sqlite3_column_int64(c.get(), 0));
             res.snapshot = static_cast<uint64_t>(snapshot);
-            Stmt q(db_.get(), std::string("SELECT id, rip, t_trap_ns, t_bus_begin_ns, t_bus_end_ns,"
-                                          " t_resume_ns, value, port, vcpu, size, dir, status,"
-                                          " clock_skewed, pre_trigger, task, pcpu,"
-                                          " storage_overlap") +
-                                  where + " ORDER BY id LIMIT ?6 OFFSET ?7");
+            Stmt q(db_.get(), std::string("SELECT ") + kExtractColumns + where +
+                                  " ORDER BY id LIMIT ?6 OFFSET ?7");
             q.bind(1, session).bind(2, r.domid).bind(3, m.first).bind(4, m.last);
             q.bind(5, snapshot).bind(6, m.nr).bind(7, static_cast<int64_t>(m.offset));
-            while (q.step()) {
-                xen_busprof_record_ext e{};
-                xen_busprof_record& x = e.rec;
-                auto col = [&](int i) { return sqlite3_column_int64(q.get(), i); };
-                x.id = col(0);
-                x.rip = col(1);
-                x.t_trap_ns = col(2);
-                x.t_bus_begin_ns = col(3); // NULL (no bus access) reads 0
-                x.t_bus_end_ns = col(4);
-                x.t_resume_ns = col(5);
-                x.value = static_cast<uint32_t>(col(6));
-                x.port = static_cast<uint16_t>(col(7));
-                x.vcpu = static_cast<uint16_t>(col(8));
-                x.size = static_cast<uint8_t>(col(9));
-                x.dir =
-                    dir_from_name(reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 10)));
-                x.status = status_from_name(
-                    reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 11)));
-                x.flags = (col(12) ? XEN_BUSPROF_RECORD_CLOCK_SKEWED : 0) |
-                          (col(13) ? XEN_BUSPROF_RECORD_PRE_TRIGGER : 0) |
-                          (col(16) ? XEN_BUSPROF_RECORD_STORAGE_OVERLAP : 0);
-                // task and pcpu come together with Xen's stamp, or not at all.
-                if (sqlite3_column_type(q.get(), 14) != SQLITE_NULL &&
-                    sqlite3_column_type(q.get(), 15) != SQLITE_NULL) {
-                    x.flags |= XEN_BUSPROF_RECORD_WHO;
-                    e.task = static_cast<uint64_t>(col(14));
-                    e.pcpu = static_cast<uint32_t>(col(15));
-                }
-                res.records.push_back(e);
-            }
+            while (q.step())
+                res.records.push_back(extract_record(q.get()));
         } catch (const std::exception& e) {
             std::fprintf(stderr, "busprof: error: extract query: %s\n", e.what());
             res = {};

@@ -136,8 +136,6 @@ class Writer {
     bool db_moved();
     void release_wal();
     int64_t row_of(uint32_t session, const std::vector<int64_t>& rows) const;
-    void abort_orphans();
-    void summarise_rest(int64_t session);
 
     std::string path_;
     Db db_;
