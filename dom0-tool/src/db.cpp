@@ -66,19 +66,22 @@ Db Db::connect(const std::string& path, int flags) {
     return db;
 }
 
-static std::string dir_of(const std::string& path) {
+namespace {
+
+// busprof's mark in the SQLite header ("BPrf"), and the schema version
+// this busprof writes (PRAGMA user_version; schema/busprof.sql).
+constexpr int64_t kApplicationId = 0x42507266;
+constexpr int64_t kSchemaVersion = 6;
+// The older version a writer brings up to this one (see migrate()).
+constexpr int64_t kUpgradable = 5;
+
+std::string dir_of(const std::string& path) {
     auto p = std::filesystem::path(path).parent_path();
     return p.empty() ? "." : p.string();
 }
 
-Db Db::open(const std::string& path, bool writable) {
-    // busprof's mark in the SQLite header ("BPrf"), and the schema version
-    // this busprof writes (PRAGMA user_version; schema/busprof.sql).
-    constexpr int64_t kApplicationId = 0x42507266;
-    constexpr int64_t kSchemaVersion = 6;
-    // The older version a writer brings up to this one (see below).
-    constexpr int64_t kUpgradable = 5;
-
+// What the file system says of path before SQLite opens it.
+void check_path(const std::string& path, bool writable) {
     if (path.empty())
         throw UserError("no trace DB path given", "pass --db FILE");
     std::string dir = dir_of(path);
@@ -95,7 +98,97 @@ Db Db::open(const std::string& path, bool writable) {
     if (!writable && ::access(path.c_str(), R_OK) != 0)
         throw UserError("cannot read trace DB " + path + ": " + std::strerror(errno),
                         "run 'busprof daemon' or 'busprof demo' to make one, or pass --db FILE");
+}
 
+// Whose file it is, read before anything is written: WAL mode and the
+// schema would otherwise change a DB that is not busprof's.
+enum class Kind { empty, busprof, unmarked_busprof, foreign };
+
+Kind identify(Db& db) {
+    if (db.scalar("PRAGMA application_id") == kApplicationId)
+        return Kind::busprof;
+    if (db.scalar("PRAGMA application_id") != 0)
+        return Kind::foreign;
+    if (db.scalar("SELECT count(*) FROM sqlite_master") == 0)
+        return Kind::empty;
+    // Written before busprof marked its files.
+    if (db.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'") &&
+        db.scalar("SELECT count(*) FROM meta WHERE key = 'created_by' AND value = 'busprof'"))
+        return Kind::unmarked_busprof;
+    return Kind::foreign;
+}
+
+// Whether this busprof may open a file of kind k (and of the schema
+// version it has) as asked.
+void check(Db& db, const std::string& path, bool writable, Kind k) {
+    if (k == Kind::foreign)
+        throw UserError("trace DB " + path + " is not a busprof trace DB",
+                        "it is an SQLite file of another program; busprof leaves it alone. "
+                        "Choose another --db path");
+    if (k == Kind::empty && !writable)
+        throw UserError("trace DB " + path + " is empty",
+                        "run 'busprof daemon' or 'busprof demo' to record into it");
+    int64_t v = db.scalar("PRAGMA user_version");
+    if (v > kSchemaVersion)
+        throw UserError("trace DB " + path + " has schema version " + std::to_string(v) +
+                            "; this busprof knows up to version " + std::to_string(kSchemaVersion),
+                        "it was written by a newer busprof: use that one");
+    // Refused before anything is written to it (WAL mode, the schema):
+    // a file busprof will not write stays as it was, byte for byte.
+    if (writable && k != Kind::empty && v < kSchemaVersion && v != kUpgradable)
+        throw UserError("trace DB " + path + " has schema version " + std::to_string(v) +
+                            " of an older busprof; this one writes version " +
+                            std::to_string(kSchemaVersion),
+                        "record into a new --db file; busprof still reads this one");
+}
+
+// Brings a file opened for writing to this schema, in one transaction:
+// an empty one gets it whole, one of version kUpgradable what it lacks.
+void migrate(Db& db, const std::string& path) {
+    // A new file gets 16 KiB pages: a trace is appended to and read
+    // in long runs, and larger pages made inserts faster and rows
+    // smaller than SQLite's 4 KiB (docs/design.md, "Storage, for speed").  It
+    // takes effect only before the first page is written.
+    if (db.scalar("SELECT count(*) FROM sqlite_master") == 0)
+        db.exec("PRAGMA page_size = 16384");
+    db.exec("PRAGMA journal_mode=WAL");
+    db.exec("PRAGMA synchronous=NORMAL");
+    // Another busprof may initialise the same new file concurrently.
+    db.exec("BEGIN IMMEDIATE");
+    try {
+        Kind k = identify(db);
+        check(db, path, true, k);
+        // Tables of an older schema lack columns this one writes.
+        // Version 5 lacks only transactions.storage_overlap, which
+        // it gets (0 in every row: nothing was known); check()
+        // refused older ones, which lack more (they are read only).
+        const int64_t was = db.scalar("PRAGMA user_version");
+        if (k != Kind::empty && was == kUpgradable) {
+            db.exec("ALTER TABLE transactions ADD COLUMN storage_overlap INTEGER NOT NULL"
+                    " DEFAULT 0 CHECK (storage_overlap = 0 OR storage_overlap = 1)");
+            db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
+            db.exec("UPDATE meta SET value = '" + std::to_string(kSchemaVersion) +
+                    "' WHERE key = 'schema_version'");
+        }
+        db.exec(kSchemaSql);
+        db.exec("PRAGMA application_id = " + std::to_string(kApplicationId));
+        if (k == Kind::empty)
+            db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
+        db.exec("INSERT OR IGNORE INTO meta VALUES ('schema_version', '" +
+                std::to_string(kSchemaVersion) +
+                "'),"
+                " ('clock', 'CLOCK_MONOTONIC ns of dom0'), ('created_by', 'busprof')");
+        db.exec("COMMIT");
+    } catch (...) {
+        sqlite3_exec(db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+        throw;
+    }
+}
+
+} // namespace
+
+Db Db::open(const std::string& path, bool writable) {
+    check_path(path, writable);
     int flags = writable ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
     // No mutex in the connection: each Db is used by one thread at a time
     // (the writer's by the writer), and with one every sqlite3_bind_* and
@@ -107,92 +200,13 @@ Db Db::open(const std::string& path, bool writable) {
             throw UserError("cannot open trace DB " + path + ": " + e.what());
         }
     }();
-    sqlite3* raw = db.get();
-    sqlite3_busy_timeout(raw, kBusyTimeoutMs);
-
-    // Whose file it is, read before anything is written: WAL mode and the
-    // schema would otherwise change a DB that is not busprof's.
-    enum class Kind { empty, busprof, unmarked_busprof, foreign };
-    auto identify = [&] {
-        if (db.scalar("PRAGMA application_id") == kApplicationId)
-            return Kind::busprof;
-        if (db.scalar("PRAGMA application_id") != 0)
-            return Kind::foreign;
-        if (db.scalar("SELECT count(*) FROM sqlite_master") == 0)
-            return Kind::empty;
-        // Written before busprof marked its files.
-        if (db.scalar(
-                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'") &&
-            db.scalar("SELECT count(*) FROM meta WHERE key = 'created_by' AND value = 'busprof'"))
-            return Kind::unmarked_busprof;
-        return Kind::foreign;
-    };
-    auto check = [&](Kind k) {
-        if (k == Kind::foreign)
-            throw UserError("trace DB " + path + " is not a busprof trace DB",
-                            "it is an SQLite file of another program; busprof leaves it alone. "
-                            "Choose another --db path");
-        if (k == Kind::empty && !writable)
-            throw UserError("trace DB " + path + " is empty",
-                            "run 'busprof daemon' or 'busprof demo' to record into it");
-        int64_t v = db.scalar("PRAGMA user_version");
-        if (v > kSchemaVersion)
-            throw UserError("trace DB " + path + " has schema version " + std::to_string(v) +
-                                "; this busprof knows up to version " +
-                                std::to_string(kSchemaVersion),
-                            "it was written by a newer busprof: use that one");
-        // Refused before anything is written to it (WAL mode, the schema):
-        // a file busprof will not write stays as it was, byte for byte.
-        if (writable && k != Kind::empty && v < kSchemaVersion && v != kUpgradable)
-            throw UserError("trace DB " + path + " has schema version " + std::to_string(v) +
-                                " of an older busprof; this one writes version " +
-                                std::to_string(kSchemaVersion),
-                            "record into a new --db file; busprof still reads this one");
-    };
+    sqlite3_busy_timeout(db.get(), kBusyTimeoutMs);
     try {
-        check(identify());
+        check(db, path, writable, identify(db));
         if (!writable)
             add_transaction_times(db);
-        if (writable) {
-            // A new file gets 16 KiB pages: a trace is appended to and read
-            // in long runs, and larger pages made inserts faster and rows
-            // smaller than SQLite's 4 KiB (docs/design.md, "Storage, for speed").  It
-            // takes effect only before the first page is written.
-            if (db.scalar("SELECT count(*) FROM sqlite_master") == 0)
-                db.exec("PRAGMA page_size = 16384");
-            db.exec("PRAGMA journal_mode=WAL");
-            db.exec("PRAGMA synchronous=NORMAL");
-            // Another busprof may initialise the same new file concurrently.
-            db.exec("BEGIN IMMEDIATE");
-            try {
-                Kind k = identify();
-                check(k);
-                // Tables of an older schema lack columns this one writes.
-                // Version 5 lacks only transactions.storage_overlap, which
-                // it gets (0 in every row: nothing was known); check()
-                // refused older ones, which lack more (they are read only).
-                const int64_t was = db.scalar("PRAGMA user_version");
-                if (k != Kind::empty && was == kUpgradable) {
-                    db.exec("ALTER TABLE transactions ADD COLUMN storage_overlap INTEGER NOT NULL"
-                            " DEFAULT 0 CHECK (storage_overlap = 0 OR storage_overlap = 1)");
-                    db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
-                    db.exec("UPDATE meta SET value = '" + std::to_string(kSchemaVersion) +
-                            "' WHERE key = 'schema_version'");
-                }
-                db.exec(kSchemaSql);
-                db.exec("PRAGMA application_id = " + std::to_string(kApplicationId));
-                if (k == Kind::empty)
-                    db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
-                db.exec("INSERT OR IGNORE INTO meta VALUES ('schema_version', '" +
-                        std::to_string(kSchemaVersion) +
-                        "'),"
-                        " ('clock', 'CLOCK_MONOTONIC ns of dom0'), ('created_by', 'busprof')");
-                db.exec("COMMIT");
-            } catch (...) {
-                sqlite3_exec(raw, "ROLLBACK", nullptr, nullptr, nullptr);
-                throw;
-            }
-        }
+        if (writable)
+            migrate(db, path);
     } catch (const UserError&) {
         throw;
     } catch (const std::exception& e) {

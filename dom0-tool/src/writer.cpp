@@ -312,138 +312,45 @@ void Writer::apply_note(Note& n, std::vector<int64_t>& rows,
     }
 }
 
+// One commit and its steps (see commit()).
+struct Writer::Commit {
+    std::vector<int64_t> rows;                    // session ordinal -> row id
+    std::map<uint32_t, SessionCounters> counters; // changed since the last commit
+    std::map<uint32_t, uint64_t> per_session;     // records of each session
+    Summaries summaries;                          // of this commit's rows
+    uint64_t asks = 0;                            // summary_asks_ when it began
+    bool stopping = false;                        // a session stops
+    bool write_summaries = false;
+};
+
 // One SQLite transaction: the records and notes in their order, then the
 // sessions' counters.  Nothing is taken off w unless it commits.
 bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string& err) {
-    std::vector<int64_t> rows;
-    std::map<uint32_t, SessionCounters> counters; // changed since the last commit
-    {
-        std::lock_guard lk(mu_);
-        rows = rows_;
-        for (uint32_t s : dirty_)
-            counters[s] = counters_[s];
-        dirty_.clear();
-        dirty_any_.store(false, std::memory_order_seq_cst);
-    }
-    std::map<uint32_t, uint64_t> per_session;
+    Commit c;
+    take_changes(c);
     // The flushes asked so far: the rows they wait for are in this commit
     // or an earlier one.
-    const uint64_t asks = summary_asks_.load(std::memory_order_seq_cst);
-    Summaries summaries; // of this commit's rows
-    bool write_summaries = false;
-    bool stopping = std::any_of(counters.begin(), counters.end(),
-                                [](auto& c) { return c.second.state == "stopped"; });
-    const auto moved = [] {
-        return std::runtime_error("the file was deleted, or another took its place, while the"
-                                  " daemon wrote to it: what it wrote went with it, and nothing"
-                                  " more is written to that path");
-    };
+    c.asks = summary_asks_.load(std::memory_order_seq_cst);
+    c.stopping = std::any_of(c.counters.begin(), c.counters.end(),
+                             [](auto& s) { return s.second.state == "stopped"; });
     try {
         if (db_moved())
-            throw moved();
+            throw moved_error();
         db_.exec("BEGIN IMMEDIATE");
         // The work begins once the DB's lock is had (waiting for it is
         // sleep). Every record here was pushed, so its access ended, before
         // this commit began: what it may have met is older storage work.
         busy_begin_ = now_ns();
-        uint64_t first_trap = UINT64_MAX;
-        for (const Record& r : w.records)
-            first_trap = std::min(first_trap, std::min(r.t_trap_ns, r.t_resume_ns));
-        const std::vector<StorageBusy::Run> busy = busy_.since(first_trap);
-        // Rows go in kRowsPerInsert at a time, one statement each: a
-        // VALUES list of many rows runs the statement's set-up (cursor,
-        // constraints' program) once for all of them.  Both are prepared
-        // once: preparing the long one took 5 % of the writer's time when
-        // each commit did it.
-        if (!insert_many_) {
-            insert_one_ = std::make_unique<Stmt>(db_.get(), insert_sql(1));
-            insert_many_ = std::make_unique<Stmt>(db_.get(), insert_sql(kRowsPerInsert));
+        insert(w, c, extracts);
+        count_recorded(c);
+        c.write_summaries = summaries_now(c, w.records.size());
+        if (c.write_summaries) {
+            c.summaries.merge(*pending_);
+            c.summaries.write(db_.get(), c.rows);
         }
-        Stmt& one = *insert_one_;
-        Stmt& many = *insert_many_;
-        sqlite3_reset(one.get()); // after a failed commit
-        sqlite3_reset(many.get());
-        size_t next = 0;
-        auto insert_to = [&](size_t end) {
-            while (next < end) {
-                const size_t n = end - next >= kRowsPerInsert ? kRowsPerInsert : 1;
-                Stmt& ins = n == 1 ? one : many;
-                for (size_t k = 0; k < n; k++, next++) {
-                    const Record& r = w.records[next];
-                    uint32_t ord = static_cast<uint32_t>(r.session_id);
-                    int64_t row = row_of(ord, rows);
-                    bind_record(ins.get(), static_cast<int>(k * kInsertColumns), r, row,
-                                !busy.empty() &&
-                                    StorageBusy::overlaps(busy, r.t_trap_ns, r.t_resume_ns));
-                    per_session[ord]++;
-                    summaries.add(row, r);
-                }
-                ins.step();
-                sqlite3_reset(ins.get()); // every parameter is bound again
-            }
-        };
-        for (auto& [at, note] : w.notes) {
-            insert_to(at);
-            apply_note(note, rows, extracts);
-        }
-        insert_to(w.records.size());
-
-        Stmt rec(db_.get(), "UPDATE sessions SET recorded = recorded + ?2 WHERE id = ?1");
-        for (auto& [ord, n] : per_session) {
-            rec.bind(1, row_of(ord, rows)).bind(2, static_cast<int64_t>(n));
-            rec.step();
-            rec.reset();
-        }
-        // The summaries go with the rows of a flush (and a flush that
-        // finds rows committed without them asks for them), of a session
-        // that stops and of the writer's close, and otherwise at most every
-        // summary_ns_ (kSummaryMs), or every kSummaryEvery rows if that
-        // comes first: a commit of a few thousand rows touches hundreds of
-        // buckets, and writing them at every commit took a fifth of the
-        // writer's CPU (docs/design.md, "The summaries").  A reader that
-        // wants every row (busprof stats) adds the rows they lag, the last
-        // recorded - summarised of each session.  A session that stops
-        // (its row loses its owner) has all its rows in them, so only the
-        // sessions of dead daemons can lag for long (see abort_orphans).
-        constexpr uint64_t kSummaryEvery = 1 << 20;
-        write_summaries = stopping || stopping_.load(std::memory_order_seq_cst) ||
-                          asks > summary_answers_.load(std::memory_order_relaxed) ||
-                          committed_.load() < flush_upto_.load(std::memory_order_seq_cst) ||
-                          unsummarised_ + w.records.size() >= kSummaryEvery ||
-                          summaries_due(now_ns());
-        if (write_summaries) {
-            summaries.merge(*pending_);
-            summaries.write(db_.get(), rows);
-        }
-        Stmt upd(db_.get(), "UPDATE sessions SET state = ?3, started_ns = ?4,"
-                            " stopped_ns = ?5, timeouts = ?6, unrecorded = ?7, dropped = ?8,"
-                            " notes_dropped = ?9, clock_error_ns = ?10, clock_skew_ns = ?11,"
-                            " owner = CASE WHEN ?3 = 'stopped' THEN NULL ELSE owner END"
-                            " WHERE id = ?1");
-        for (auto& [ord, c] : counters) {
-            if (ord >= rows.size() || !rows[ord]) {
-                std::lock_guard lk(mu_);
-                mark_dirty(ord); // its row comes with a later note
-                continue;
-            }
-            upd.bind(1, rows[ord]);
-            upd.bind(3, c.state);
-            bind_ns(upd, 4, c.started_ns);
-            bind_ns(upd, 5, c.stopped_ns);
-            upd.bind(6, static_cast<int64_t>(c.timeouts))
-                .bind(7, static_cast<int64_t>(c.unrecorded));
-            upd.bind(8, static_cast<int64_t>(c.dropped));
-            upd.bind(9, static_cast<int64_t>(c.notes_dropped));
-            if (c.clock_error_ns < 0)
-                upd.bind_null(10);
-            else
-                upd.bind(10, c.clock_error_ns);
-            upd.bind(11, static_cast<int64_t>(c.clock_skew_ns));
-            upd.step();
-            upd.reset();
-        }
+        write_counters(c);
         if (db_moved()) // while this transaction was written
-            throw moved();
+            throw moved_error();
         db_.exec("COMMIT");
     } catch (const std::exception& e) {
         // Keep the work: a full disk or a busy DB must not lose what was
@@ -453,34 +360,158 @@ bool Writer::commit(Work& w, std::vector<ExtractRequest>& extracts, std::string&
             release_wal();
         extracts.clear();
         std::lock_guard lk(mu_);
-        for (auto& [ord, c] : counters)
+        for (auto& [ord, s] : c.counters)
             mark_dirty(ord);
         err = e.what();
         return false;
     }
+    note_committed(w, c);
+    return true;
+}
+
+std::runtime_error Writer::moved_error() {
+    return std::runtime_error("the file was deleted, or another took its place, while the"
+                              " daemon wrote to it: what it wrote went with it, and nothing"
+                              " more is written to that path");
+}
+
+// The session rows as the last commit left them, and the counters changed
+// since (taken: a commit that fails marks them changed again).
+void Writer::take_changes(Commit& c) {
+    std::lock_guard lk(mu_);
+    c.rows = rows_;
+    for (uint32_t s : dirty_)
+        c.counters[s] = counters_[s];
+    dirty_.clear();
+    dirty_any_.store(false, std::memory_order_seq_cst);
+}
+
+// The records of w, and its notes among them.
+void Writer::insert(Work& w, Commit& c, std::vector<ExtractRequest>& extracts) {
+    uint64_t first_trap = UINT64_MAX;
+    for (const Record& r : w.records)
+        first_trap = std::min(first_trap, std::min(r.t_trap_ns, r.t_resume_ns));
+    const std::vector<StorageBusy::Run> busy = busy_.since(first_trap);
+    // Rows go in kRowsPerInsert at a time, one statement each: a
+    // VALUES list of many rows runs the statement's set-up (cursor,
+    // constraints' program) once for all of them.  Both are prepared
+    // once: preparing the long one took 5 % of the writer's time when
+    // each commit did it.
+    if (!insert_many_) {
+        insert_one_ = std::make_unique<Stmt>(db_.get(), insert_sql(1));
+        insert_many_ = std::make_unique<Stmt>(db_.get(), insert_sql(kRowsPerInsert));
+    }
+    Stmt& one = *insert_one_;
+    Stmt& many = *insert_many_;
+    sqlite3_reset(one.get()); // after a failed commit
+    sqlite3_reset(many.get());
+    size_t next = 0;
+    auto insert_to = [&](size_t end) {
+        while (next < end) {
+            const size_t n = end - next >= kRowsPerInsert ? kRowsPerInsert : 1;
+            Stmt& ins = n == 1 ? one : many;
+            for (size_t k = 0; k < n; k++, next++) {
+                const Record& r = w.records[next];
+                uint32_t ord = static_cast<uint32_t>(r.session_id);
+                int64_t row = row_of(ord, c.rows);
+                bind_record(ins.get(), static_cast<int>(k * kInsertColumns), r, row,
+                            !busy.empty() &&
+                                StorageBusy::overlaps(busy, r.t_trap_ns, r.t_resume_ns));
+                c.per_session[ord]++;
+                c.summaries.add(row, r);
+            }
+            ins.step();
+            sqlite3_reset(ins.get()); // every parameter is bound again
+        }
+    };
+    for (auto& [at, note] : w.notes) {
+        insert_to(at);
+        apply_note(note, c.rows, extracts);
+    }
+    insert_to(w.records.size());
+}
+
+void Writer::count_recorded(const Commit& c) {
+    Stmt rec(db_.get(), "UPDATE sessions SET recorded = recorded + ?2 WHERE id = ?1");
+    for (auto& [ord, n] : c.per_session) {
+        rec.bind(1, row_of(ord, c.rows)).bind(2, static_cast<int64_t>(n));
+        rec.step();
+        rec.reset();
+    }
+}
+
+// The summaries go with the rows of a flush (and a flush that
+// finds rows committed without them asks for them), of a session
+// that stops and of the writer's close, and otherwise at most every
+// summary_ns_ (kSummaryMs), or every kSummaryEvery rows if that
+// comes first: a commit of a few thousand rows touches hundreds of
+// buckets, and writing them at every commit took a fifth of the
+// writer's CPU (docs/design.md, "The summaries").  A reader that
+// wants every row (busprof stats) adds the rows they lag, the last
+// recorded - summarised of each session.  A session that stops
+// (its row loses its owner) has all its rows in them, so only the
+// sessions of dead daemons can lag for long (see abort_orphans).
+bool Writer::summaries_now(const Commit& c, size_t records) {
+    constexpr uint64_t kSummaryEvery = 1 << 20;
+    return c.stopping || stopping_.load(std::memory_order_seq_cst) ||
+           c.asks > summary_answers_.load(std::memory_order_relaxed) ||
+           committed_.load() < flush_upto_.load(std::memory_order_seq_cst) ||
+           unsummarised_ + records >= kSummaryEvery || summaries_due(now_ns());
+}
+
+void Writer::write_counters(const Commit& c) {
+    Stmt upd(db_.get(), "UPDATE sessions SET state = ?3, started_ns = ?4,"
+                        " stopped_ns = ?5, timeouts = ?6, unrecorded = ?7, dropped = ?8,"
+                        " notes_dropped = ?9, clock_error_ns = ?10, clock_skew_ns = ?11,"
+                        " owner = CASE WHEN ?3 = 'stopped' THEN NULL ELSE owner END"
+                        " WHERE id = ?1");
+    for (auto& [ord, s] : c.counters) {
+        if (ord >= c.rows.size() || !c.rows[ord]) {
+            std::lock_guard lk(mu_);
+            mark_dirty(ord); // its row comes with a later note
+            continue;
+        }
+        upd.bind(1, c.rows[ord]);
+        upd.bind(3, s.state);
+        bind_ns(upd, 4, s.started_ns);
+        bind_ns(upd, 5, s.stopped_ns);
+        upd.bind(6, static_cast<int64_t>(s.timeouts)).bind(7, static_cast<int64_t>(s.unrecorded));
+        upd.bind(8, static_cast<int64_t>(s.dropped));
+        upd.bind(9, static_cast<int64_t>(s.notes_dropped));
+        if (s.clock_error_ns < 0)
+            upd.bind_null(10);
+        else
+            upd.bind(10, s.clock_error_ns);
+        upd.bind(11, static_cast<int64_t>(s.clock_skew_ns));
+        upd.step();
+        upd.reset();
+    }
+}
+
+// What a commit that went in changes outside the DB.
+void Writer::note_committed(const Work& w, Commit& c) {
     {
         std::lock_guard lk(mu_);
-        rows_ = std::move(rows);
-        for (auto& [ord, n] : per_session)
+        rows_ = std::move(c.rows);
+        for (auto& [ord, n] : c.per_session)
             committed_by_session_[ord] += n;
         notes_done_ += w.notes.size();
         last_error_.clear();
-        if (write_summaries)
-            summary_answers_.store(std::max(asks, summary_answers_.load()),
+        if (c.write_summaries)
+            summary_answers_.store(std::max(c.asks, summary_answers_.load()),
                                    std::memory_order_relaxed);
     }
-    if (write_summaries) {
+    if (c.write_summaries) {
         pending_->clear();
         unsummarised_ = 0;
         pending_since_ = 0;
     } else if (!w.records.empty()) {
         if (!unsummarised_)
             pending_since_ = now_ns();
-        pending_->merge(summaries);
+        pending_->merge(c.summaries);
         unsummarised_ += w.records.size(); // with those of other statuses, in no summary
     }
     committed_ += w.records.size();
-    return true;
 }
 
 // Committed rows wait for their summaries longer than summary_ns_.
@@ -552,78 +583,21 @@ void Writer::run(std::latch& started) {
     // the scheduler may cut its bursts.
     sched_.start();
     started.count_down();
-    // Sleeps until a note, a flush or a stop comes, at least `rows` records
-    // wait, or timeout_ns (-1: none) passed.  A push or a note that comes
-    // after the look below sees asleep_ set, and changes wakes_ from what
-    // was read before it.
-    auto sleep = [&](int64_t timeout_ns, size_t rows) {
-        const uint32_t seen = wakes_.load(std::memory_order_seq_cst);
-        wake_rows_.store(rows, std::memory_order_seq_cst);
-        asleep_.store(true, std::memory_order_seq_cst);
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-        // Without the lock, which the producer may only try: the atomics
-        // below are stored, under it, before the producer looks at asleep_.
-        // Changed counters alone go in with the records that wait.
-        const uint64_t can = takeable();
-        const bool idle = can < rows && notes_size_.load(std::memory_order_seq_cst) == 0 &&
-                          (rows > 1 || !dirty_any_.load(std::memory_order_seq_cst)) &&
-                          !stopping_.load(std::memory_order_seq_cst) && !summaries_asked() &&
-                          (popped_ >= flush_upto_.load(std::memory_order_seq_cst) || can == 0);
-        if (idle)
-            futex_wait(wakes_, seen, timeout_ns);
-        asleep_.store(false, std::memory_order_seq_cst);
-    };
-    Work w;
-    std::vector<ExtractRequest> extracts;
-    std::string err;
-    uint64_t failing_since = 0, failures = 0;
-    uint64_t first_ns = 0;   // when the records that wait for a burst were first seen
-    uint64_t burst_upto = 0; // a burst takes every record queued when it began
+    Loop l;
     for (;;) {
-        if (w.empty()) {
-            // Records alone wait for their burst.
-            const uint64_t queued = takeable();
-            if (queued > 0 && queued < burst_rows_ && popped_ >= burst_upto &&
-                popped_ >= flush_upto_.load(std::memory_order_seq_cst)) {
-                const bool due = notes_size_.load(std::memory_order_seq_cst) > 0 ||
-                                 stopping_.load(std::memory_order_seq_cst);
-                const uint64_t now = now_ns();
-                if (!first_ns)
-                    first_ns = now;
-                const uint64_t at = first_ns + static_cast<uint64_t>(burst_ms_) * 1000000;
-                if (!due && now < at) {
-                    sleep(static_cast<int64_t>(at - now), burst_rows_);
-                    continue;
-                }
-            }
-            // The lock only when there is something to take: the producer
-            // may only try it, and a note that finds it taken waits.
-            if (queued > 0 || notes_size_.load(std::memory_order_seq_cst) > 0) {
-                burst_upto = std::max(burst_upto, popped_ + queued);
-                if (queued > 0)
-                    sched_.keep_off(producer_cpu_.load(std::memory_order_relaxed));
-                gather(w);
-            }
-        }
+        if (l.w.empty() && !take_work(l))
+            continue;
         // Rows whose summaries wait get them written when they are due, or
         // at close, by a commit of nothing else if nothing else comes.
-        if (!unsummarised_ && summaries_asked()) {
-            // Nothing to add: a flush that asks finds them complete (the
-            // rows it waits for that are not committed yet go with theirs:
-            // see commit()).
-            std::lock_guard lk(mu_);
-            summary_answers_.store(summary_asks_.load(std::memory_order_seq_cst),
-                                   std::memory_order_relaxed);
-            cv_.notify_all();
-        }
+        answer_summary_asks();
         const bool summaries = unsummarised_ && (stopping_.load(std::memory_order_seq_cst) ||
                                                  summaries_asked() || summaries_due(now_ns()));
-        if (w.empty() && !dirty_any_.load(std::memory_order_seq_cst) && !summaries) {
+        if (l.w.empty() && !dirty_any_.load(std::memory_order_seq_cst) && !summaries) {
             if (stopping_.load(std::memory_order_seq_cst) &&
                 notes_size_.load(std::memory_order_seq_cst) == 0 && queue_.size() == 0)
                 return;
             cv_.notify_all();
-            first_ns = 0;
+            l.first_ns = 0;
             // Told of the first record; and woken when summaries are due.
             const uint64_t now = now_ns(), due = pending_since_ + summary_ns_.load();
             sleep(unsummarised_ ? static_cast<int64_t>(due > now ? due - now : 0) : -1, 1);
@@ -631,87 +605,162 @@ void Writer::run(std::latch& started) {
         }
         // Only counters changed, or summaries are due, if w is empty: they
         // are written too.
-        extracts.clear();
-        {
-            // Once closing, a locked DB may hold the writer only for what is
-            // left of close()'s deadline, not for a whole busy timeout.
-            std::lock_guard lk(mu_);
-            if (stop_) {
-                int64_t left_ms =
-                    deadline_ms_ - static_cast<int64_t>((now_ns() - stop_ns_) / 1000000);
-                busy_limit_ms_.store(
-                    static_cast<int>(std::clamp<int64_t>(left_ms, 0, kBusyTimeoutMs)));
-            }
-        }
-        // Not inside an access of the thread that serves the guest: see
-        // AccessGate.
-        (void)gate_.wait_outside(AccessGate::kMaxWaitNs);
-        const WriterSched::Burst burst =
-            sched_.begin_burst([&] { return takeable() < burst_rows_; });
-        const bool committed = commit(w, extracts, err);
-        locked_since_.store(0, std::memory_order_release);
-        sched_.end_burst(burst);
-        if (committed) {
-            for (auto& r : extracts)
-                answer(r, true);
-            busy_.ran(busy_begin_, now_ns());
-            if (failing_since) {
-                // Space is back (or the lock went): say what happened, in the DB.
-                std::string what = "the trace DB could not be written for " +
-                                   std::to_string((now_ns() - failing_since) / 1000000) + " ms (" +
-                                   std::to_string(failures) + " tries): " + err +
-                                   "; see sessions.dropped for records lost meanwhile";
-                std::fprintf(stderr, "busprof: %s\n", what.c_str());
-                try {
-                    std::lock_guard lk(mu_);
-                    if (!rows_.empty() && rows_.back()) {
-                        Stmt ev(db_.get(), "INSERT INTO events (session_id, kind, t_ns, detail)"
-                                           " VALUES (?, 'storage', ?, ?)");
-                        ev.bind(1, rows_.back()).bind(2, static_cast<int64_t>(failing_since));
-                        ev.bind(3, what);
-                        ev.step();
-                    }
-                } catch (const std::exception&) {
-                }
-                failing_since = failures = 0;
-            }
-            if (!w.records.empty())
-                first_ns = 0; // the records that come next wait for a burst of their own
-            w = Work{};
-            cv_.notify_all();
-            continue;
-        }
-        // Extract requests among the failed work get an error now rather
-        // than an answer that misses records.
-        for (auto it = w.notes.begin(); it != w.notes.end();) {
-            if (auto* r = std::get_if<ExtractRequest>(&it->second.body)) {
-                answer(*r, false);
-                it = w.notes.erase(it);
-                std::lock_guard lk(mu_);
-                notes_done_++;
-            } else {
-                ++it;
-            }
-        }
-        fail_waiting_extracts();
-        uint64_t now = now_ns();
-        if (!failing_since) {
-            failing_since = now;
-            std::fprintf(stderr,
-                         "busprof: error: writing %s: %s (retrying; the guest is served"
-                         " meanwhile, records beyond the queue are counted as dropped)\n",
-                         path_.c_str(), err.c_str());
-        }
-        failures++;
-        std::unique_lock lk(mu_);
-        last_error_ = failure_ = err;
-        if (stop_ && now_ns() - stop_ns_ >= static_cast<uint64_t>(deadline_ms_) * 1000000ull) {
-            lost_ = w.records.size() + w.notes.size() + queue_.size() + notes_.size();
+        if (burst(l))
+            after_commit(l);
+        else if (!after_failure(l))
             return;
-        }
-        cv_.notify_all();
-        cv_.wait_for(lk, std::chrono::milliseconds(100));
     }
+}
+
+// Sleeps until a note, a flush or a stop comes, at least `rows` records
+// wait, or timeout_ns (-1: none) passed.  A push or a note that comes
+// after the look below sees asleep_ set, and changes wakes_ from what
+// was read before it.
+void Writer::sleep(int64_t timeout_ns, size_t rows) {
+    const uint32_t seen = wakes_.load(std::memory_order_seq_cst);
+    wake_rows_.store(rows, std::memory_order_seq_cst);
+    asleep_.store(true, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    // Without the lock, which the producer may only try: the atomics
+    // below are stored, under it, before the producer looks at asleep_.
+    // Changed counters alone go in with the records that wait.
+    const uint64_t can = takeable();
+    const bool idle = can < rows && notes_size_.load(std::memory_order_seq_cst) == 0 &&
+                      (rows > 1 || !dirty_any_.load(std::memory_order_seq_cst)) &&
+                      !stopping_.load(std::memory_order_seq_cst) && !summaries_asked() &&
+                      (popped_ >= flush_upto_.load(std::memory_order_seq_cst) || can == 0);
+    if (idle)
+        futex_wait(wakes_, seen, timeout_ns);
+    asleep_.store(false, std::memory_order_seq_cst);
+}
+
+// Takes into l.w the records and notes that are due; false if it slept
+// instead: records alone wait for their burst.
+bool Writer::take_work(Loop& l) {
+    const uint64_t queued = takeable();
+    if (queued > 0 && queued < burst_rows_ && popped_ >= l.burst_upto &&
+        popped_ >= flush_upto_.load(std::memory_order_seq_cst)) {
+        const bool due = notes_size_.load(std::memory_order_seq_cst) > 0 ||
+                         stopping_.load(std::memory_order_seq_cst);
+        const uint64_t now = now_ns();
+        if (!l.first_ns)
+            l.first_ns = now;
+        const uint64_t at = l.first_ns + static_cast<uint64_t>(burst_ms_) * 1000000;
+        if (!due && now < at) {
+            sleep(static_cast<int64_t>(at - now), burst_rows_);
+            return false;
+        }
+    }
+    // The lock only when there is something to take: the producer
+    // may only try it, and a note that finds it taken waits.
+    if (queued > 0 || notes_size_.load(std::memory_order_seq_cst) > 0) {
+        l.burst_upto = std::max(l.burst_upto, popped_ + queued);
+        if (queued > 0)
+            sched_.keep_off(producer_cpu_.load(std::memory_order_relaxed));
+        gather(l.w);
+    }
+    return true;
+}
+
+// Nothing to add: a flush that asks finds them complete (the rows it
+// waits for that are not committed yet go with theirs: see commit()).
+void Writer::answer_summary_asks() {
+    if (!unsummarised_ && summaries_asked()) {
+        std::lock_guard lk(mu_);
+        summary_answers_.store(summary_asks_.load(std::memory_order_seq_cst),
+                               std::memory_order_relaxed);
+        cv_.notify_all();
+    }
+}
+
+// Commits l.w (and the changed counters, and the summaries that are due)
+// as a burst; true if it committed.
+bool Writer::burst(Loop& l) {
+    l.extracts.clear();
+    {
+        // Once closing, a locked DB may hold the writer only for what is
+        // left of close()'s deadline, not for a whole busy timeout.
+        std::lock_guard lk(mu_);
+        if (stop_) {
+            int64_t left_ms = deadline_ms_ - static_cast<int64_t>((now_ns() - stop_ns_) / 1000000);
+            busy_limit_ms_.store(static_cast<int>(std::clamp<int64_t>(left_ms, 0, kBusyTimeoutMs)));
+        }
+    }
+    // Not inside an access of the thread that serves the guest: see
+    // AccessGate.
+    (void)gate_.wait_outside(AccessGate::kMaxWaitNs);
+    const WriterSched::Burst burst = sched_.begin_burst([&] { return takeable() < burst_rows_; });
+    const bool committed = commit(l.w, l.extracts, l.err);
+    locked_since_.store(0, std::memory_order_release);
+    sched_.end_burst(burst);
+    return committed;
+}
+
+// After a commit: the extracts it answers, and the end of a failure.
+void Writer::after_commit(Loop& l) {
+    for (auto& r : l.extracts)
+        answer(r, true);
+    busy_.ran(busy_begin_, now_ns());
+    if (l.failing_since) {
+        // Space is back (or the lock went): say what happened, in the DB.
+        std::string what = "the trace DB could not be written for " +
+                           std::to_string((now_ns() - l.failing_since) / 1000000) + " ms (" +
+                           std::to_string(l.failures) + " tries): " + l.err +
+                           "; see sessions.dropped for records lost meanwhile";
+        std::fprintf(stderr, "busprof: %s\n", what.c_str());
+        try {
+            std::lock_guard lk(mu_);
+            if (!rows_.empty() && rows_.back()) {
+                Stmt ev(db_.get(), "INSERT INTO events (session_id, kind, t_ns, detail)"
+                                   " VALUES (?, 'storage', ?, ?)");
+                ev.bind(1, rows_.back()).bind(2, static_cast<int64_t>(l.failing_since));
+                ev.bind(3, what);
+                ev.step();
+            }
+        } catch (const std::exception&) {
+        }
+        l.failing_since = l.failures = 0;
+    }
+    if (!l.w.records.empty())
+        l.first_ns = 0; // the records that come next wait for a burst of their own
+    l.w = Work{};
+    cv_.notify_all();
+}
+
+// After a commit that failed: the work stays for the next try, which comes
+// 100 ms later at most; false once close()'s deadline has passed.
+bool Writer::after_failure(Loop& l) {
+    // Extract requests among the failed work get an error now rather
+    // than an answer that misses records.
+    for (auto it = l.w.notes.begin(); it != l.w.notes.end();) {
+        if (auto* r = std::get_if<ExtractRequest>(&it->second.body)) {
+            answer(*r, false);
+            it = l.w.notes.erase(it);
+            std::lock_guard lk(mu_);
+            notes_done_++;
+        } else {
+            ++it;
+        }
+    }
+    fail_waiting_extracts();
+    uint64_t now = now_ns();
+    if (!l.failing_since) {
+        l.failing_since = now;
+        std::fprintf(stderr,
+                     "busprof: error: writing %s: %s (retrying; the guest is served"
+                     " meanwhile, records beyond the queue are counted as dropped)\n",
+                     path_.c_str(), l.err.c_str());
+    }
+    l.failures++;
+    std::unique_lock lk(mu_);
+    last_error_ = failure_ = l.err;
+    if (stop_ && now_ns() - stop_ns_ >= static_cast<uint64_t>(deadline_ms_) * 1000000ull) {
+        lost_ = l.w.records.size() + l.w.notes.size() + queue_.size() + notes_.size();
+        return false;
+    }
+    cv_.notify_all();
+    cv_.wait_for(lk, std::chrono::milliseconds(100));
+    return true;
 }
 
 } // namespace busprof

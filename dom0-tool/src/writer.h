@@ -23,6 +23,7 @@
 #include <sched.h>
 #include <set>
 #include <sqlite3.h>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -126,9 +127,32 @@ class Writer {
     friend class Producer;
     friend class WriterTestPeer; // tests/unit/writer_peer.h
 
+    // The writer thread's loop and its steps (see run()).
+    struct Loop {
+        Work w;
+        std::vector<ExtractRequest> extracts;
+        std::string err;
+        uint64_t failing_since = 0, failures = 0;
+        uint64_t first_ns = 0;   // when the records that wait for a burst were first seen
+        uint64_t burst_upto = 0; // a burst takes every record queued when it began
+    };
     void run(std::latch& started); // counts started down once named and at its priority
+    void sleep(int64_t timeout_ns, size_t rows);
+    bool take_work(Loop& l);
+    void answer_summary_asks();
+    bool burst(Loop& l);
+    void after_commit(Loop& l);
+    bool after_failure(Loop& l);
     void gather(Work& w);
+    struct Commit; // one commit and its steps (writer.cpp)
     bool commit(Work& w, std::vector<ExtractRequest>& extracts, std::string& err);
+    static std::runtime_error moved_error();
+    void take_changes(Commit& c);
+    void insert(Work& w, Commit& c, std::vector<ExtractRequest>& extracts);
+    void count_recorded(const Commit& c);
+    bool summaries_now(const Commit& c, size_t records);
+    void write_counters(const Commit& c);
+    void note_committed(const Work& w, Commit& c);
     void apply_note(Note& n, std::vector<int64_t>& rows, std::vector<ExtractRequest>& extracts);
     void answer(const ExtractRequest& r, bool db_ok);
     void fail_waiting_extracts();
