@@ -399,32 +399,10 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
     const int vcpu = by_dom0 ? -1 : m.vcpu;
     const std::string origin = by_dom0 ? "dom0" : "guest";
     switch (m.kind) {
-    case XEN_BUSPROF_CTRL_start_trap: {
-        // Granted before the marker: Xen routes accesses to the range from
-        // now on, and each is served with the bus permission in place.
-        auto r = std::make_pair(m.first, m.last);
-        if (grant(r, t))
-            traps_.push_back(r);
-        counters_.notes_dropped += !producer_->add_marker(
-            {session_ord_, "start_trap", vcpu, m.first, m.last, t, {}, origin}, !by_dom0);
-        if (session_.on_start_trap(t))
-            transition(nullptr, "start_trap", t);
+    case XEN_BUSPROF_CTRL_start_trap:
+    case XEN_BUSPROF_CTRL_stop_trap:
+        on_trap_ctrl(m, t, vcpu, by_dom0);
         break;
-    }
-
-    case XEN_BUSPROF_CTRL_stop_trap: {
-        finalize_all(false);
-        auto it = std::find(traps_.begin(), traps_.end(), std::make_pair(m.first, m.last));
-        if (it != traps_.end())
-            traps_.erase(it);
-        // The bus permission stays until the end: an access Xen routed
-        // before the stop may still be in another vCPU's slot.
-        counters_.notes_dropped += !producer_->add_marker(
-            {session_ord_, "stop_trap", vcpu, m.first, m.last, t, {}, origin}, !by_dom0);
-        if (traps_.empty() && session_.on_last_stop_trap(t))
-            transition(nullptr, "stop_trap", t);
-        break;
-    }
 
     case XEN_BUSPROF_CTRL_extract:
         // Everything the guest did before asking is complete: its vCPU
@@ -436,23 +414,9 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
         break;
 
     case XEN_BUSPROF_CTRL_pause:
-    case XEN_BUSPROF_CTRL_resume: {
-        // The guest's own pause of the recording.  Only a session that
-        // records is paused and only a paused one resumed: a guest cannot
-        // start a session that waits for its start trigger, nor revive a
-        // stopped one.  Accesses before the message were recorded; the
-        // ring is read before each access is served, so none after it is.
-        bool pause = m.kind == XEN_BUSPROF_CTRL_pause;
-        SessionState from = pause ? SessionState::profiling : SessionState::paused;
-        if (session_.state() != from)
-            break;
-        finalize_all(false);
-        session_.apply(pause ? SessionAction::pause : SessionAction::resume, t);
-        counters_.notes_dropped += !producer_->add_marker(
-            {session_ord_, pause ? "pause" : "resume", vcpu, -1, -1, t, "guest", origin}, true);
-        publish();
+    case XEN_BUSPROF_CTRL_resume:
+        on_guest_pause(m.kind == XEN_BUSPROF_CTRL_pause, t, vcpu, origin);
         break;
-    }
 
     case XEN_BUSPROF_CTRL_timeout:
         counters_.timeouts++;
@@ -476,6 +440,49 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
         detached_ = true;
         break;
     }
+}
+
+// A trap call: a range trapped (granted before the marker: Xen routes
+// accesses to the range from now on, and each is served with the bus
+// permission in place) or no longer trapped.
+void Daemon::on_trap_ctrl(const xen_busprof_ctrl_msg& m, uint64_t t, int vcpu, bool by_dom0) {
+    const std::string origin = by_dom0 ? "dom0" : "guest";
+    if (m.kind == XEN_BUSPROF_CTRL_start_trap) {
+        auto r = std::make_pair(m.first, m.last);
+        if (grant(r, t))
+            traps_.push_back(r);
+        counters_.notes_dropped += !producer_->add_marker(
+            {session_ord_, "start_trap", vcpu, m.first, m.last, t, {}, origin}, !by_dom0);
+        if (session_.on_start_trap(t))
+            transition(nullptr, "start_trap", t);
+        return;
+    }
+    finalize_all(false);
+    auto it = std::find(traps_.begin(), traps_.end(), std::make_pair(m.first, m.last));
+    if (it != traps_.end())
+        traps_.erase(it);
+    // The bus permission stays until the end: an access Xen routed
+    // before the stop may still be in another vCPU's slot.
+    counters_.notes_dropped += !producer_->add_marker(
+        {session_ord_, "stop_trap", vcpu, m.first, m.last, t, {}, origin}, !by_dom0);
+    if (traps_.empty() && session_.on_last_stop_trap(t))
+        transition(nullptr, "stop_trap", t);
+}
+
+// The guest's own pause of the recording.  Only a session that
+// records is paused and only a paused one resumed: a guest cannot
+// start a session that waits for its start trigger, nor revive a
+// stopped one.  Accesses before the message were recorded; the
+// ring is read before each access is served, so none after it is.
+void Daemon::on_guest_pause(bool pause, uint64_t t, int vcpu, const std::string& origin) {
+    SessionState from = pause ? SessionState::profiling : SessionState::paused;
+    if (session_.state() != from)
+        return;
+    finalize_all(false);
+    session_.apply(pause ? SessionAction::pause : SessionAction::resume, t);
+    counters_.notes_dropped += !producer_->add_marker(
+        {session_ord_, pause ? "pause" : "resume", vcpu, -1, -1, t, "guest", origin}, true);
+    publish();
 }
 
 // Xen stopped waiting for vCPU v: the guest got all ones for a read and

@@ -125,6 +125,8 @@ class Daemon {
     void arm_tick(uint64_t now, int within_ms);
     void serve_ctrl_ring();
     void on_ctrl(const xen_busprof_ctrl_msg& m);
+    void on_trap_ctrl(const xen_busprof_ctrl_msg& m, uint64_t t, int vcpu, bool by_dom0);
+    void on_guest_pause(bool pause, uint64_t t, int vcpu, const std::string& origin);
     void serve_ioreq(unsigned v);
     bool claim_ioreq(unsigned v, ioreq_t* p, ioreq_t& req);
     Access read_access(unsigned v, const ioreq_t& req);
