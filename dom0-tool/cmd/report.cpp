@@ -247,44 +247,44 @@ try {
 constexpr int64_t kMaxAccesses = 20000;
 constexpr int kSplitAccesses = 300;
 
-std::string build_json(Db& db, int64_t session, const Symbols& syms) {
-    std::ostringstream o;
-    o << "{\"session\":"
-      << json_query(db,
-                    "SELECT json_object('id', id, 'domid', domid, 'domain_name', domain_name,"
-                    " 'backend', backend, 'bus', bus, 'state', state, 'start_trigger',"
-                    " start_trigger, 'stop_trigger', stop_trigger, 'pre_trigger', pre_trigger,"
-                    " 'recorded', recorded, 'dropped', dropped, 'unrecorded', unrecorded,"
-                    " 'timeouts', timeouts, 'clock_skew_ns', clock_skew_ns)"
-                    " FROM sessions WHERE id = ?",
-                    session);
+// Per port and direction: bus times, and the overhead's parts with the
+// bus times of the rows whose clocks agree.
+struct Port {
+    int port;
+    std::string dir;
+    std::vector<int64_t> bus;
+    std::vector<int64_t> exit, resume, busok; // rows whose clocks agree
+};
 
-    // Per port and direction: histogram of bus time, percentiles, split.
-    struct Port {
-        int port;
-        std::string dir;
-        std::vector<int64_t> bus;
-        std::vector<int64_t> exit, resume, busok; // rows whose clocks agree
-    };
+// The page's time line: from the first access or marker to the last, and
+// how many accesses there are.
+struct Span {
+    int64_t t0 = 0, t1 = 0, total = 0;
+};
+
+Span span_of(Db& db, int64_t session) {
+    Span sp;
+    Stmt st(db.get(), "SELECT min(a, coalesce(m0, a)), max(b, coalesce(m1, b)), n FROM"
+                      " (SELECT min(t_trap_ns) AS a, max(t_resume_ns) AS b, count(*) AS n"
+                      "  FROM transactions WHERE session_id = ?1),"
+                      " (SELECT min(t_ns) AS m0, max(t_ns) AS m1 FROM markers"
+                      "  WHERE session_id = ?1)");
+    st.bind(1, session);
+    if (st.step()) {
+        sp.t0 = sqlite3_column_int64(st.get(), 0);
+        sp.t1 = sqlite3_column_int64(st.get(), 1);
+        sp.total = sqlite3_column_int64(st.get(), 2);
+    }
+    return sp;
+}
+
+// Every access of the session into ports, in the order of its port and
+// direction's first, and every `every`th (0: all) into acc as the page's
+// list of accesses.
+std::vector<Port> read_accesses(Db& db, int64_t session, int64_t t0, int64_t every,
+                                std::ostringstream& acc) {
     std::vector<Port> ports;
     std::map<std::pair<int, std::string>, size_t> index;
-    int64_t t0 = 0, t1 = 0, total = 0;
-    {
-        // The page's time line: from the first access or marker to the last.
-        Stmt st(db.get(), "SELECT min(a, coalesce(m0, a)), max(b, coalesce(m1, b)), n FROM"
-                          " (SELECT min(t_trap_ns) AS a, max(t_resume_ns) AS b, count(*) AS n"
-                          "  FROM transactions WHERE session_id = ?1),"
-                          " (SELECT min(t_ns) AS m0, max(t_ns) AS m1 FROM markers"
-                          "  WHERE session_id = ?1)");
-        st.bind(1, session);
-        if (st.step()) {
-            t0 = sqlite3_column_int64(st.get(), 0);
-            t1 = sqlite3_column_int64(st.get(), 1);
-            total = sqlite3_column_int64(st.get(), 2);
-        }
-    }
-    int64_t every = total > kMaxAccesses ? (total + kMaxAccesses - 1) / kMaxAccesses : 0;
-    std::ostringstream acc;
     int64_t i = 0, shown = 0;
     auto json = [](const std::optional<int64_t>& v) {
         return v ? std::to_string(*v) : std::string("null");
@@ -334,6 +334,12 @@ std::string build_json(Db& db, int64_t session, const Symbols& syms) {
         }
         i++;
     }
+    return ports;
+}
+
+// "ports" (histogram of bus time, percentiles, split) and "ticks", the
+// histograms' axis labels.
+void write_ports(std::ostringstream& o, std::vector<Port>& ports) {
     // A percentile as every command takes it; null where there is no value.
     auto pct = [](std::vector<int64_t>& v, int p) {
         if (v.empty())
@@ -370,32 +376,54 @@ std::string build_json(Db& db, int64_t session, const Symbols& syms) {
     for (int b = 1, n = 0; b <= highest + 1; b++)
         if (int64_t lo = bar_at(b).lo; std::has_single_bit(static_cast<uint64_t>(lo)))
             o << (n++ ? "," : "") << "[" << b << "," << lo << "]";
-    o << "],\"accesses\":[" << acc.str() << "],\"sampled\":" << every << ",\"span_ns\":" << t1 - t0
-      << ",\"t0\":" << t0 << ",\"split_accesses\":" << kSplitAccesses;
+    o << "]";
+}
 
-    // Top instructions by bus time, named where --symbols knows them.
-    o << ",\"rips\":[";
-    {
-        Stmt r(db.get(), "SELECT rip, count(*), group_concat(DISTINCT printf('0x%04x', port)),"
-                         " coalesce(sum(bus_ns), 0) AS bus"
-                         " FROM transaction_times WHERE session_id = ? AND rip != 0"
-                         " GROUP BY rip ORDER BY bus DESC, rip LIMIT 20");
-        r.bind(1, session);
-        bool first = true;
-        while (r.step()) {
-            auto rip = static_cast<uint64_t>(sqlite3_column_int64(r.get(), 0));
-            auto sym = syms.lookup(rip);
-            char hex[32];
-            std::snprintf(hex, sizeof(hex), "0x%" PRIx64, rip);
-            o << (first ? "" : ",") << "{\"rip\":\"" << hex
-              << "\",\"symbol\":" << (sym ? json_text(db, sym->text()) : "null") << ",\"source\":"
-              << (sym && !sym->source.empty() ? json_text(db, sym->source) : "null")
-              << ",\"accesses\":" << sqlite3_column_int64(r.get(), 1) << ",\"ports\":"
-              << json_text(db, reinterpret_cast<const char*>(sqlite3_column_text(r.get(), 2)))
-              << ",\"bus_ns\":" << sqlite3_column_int64(r.get(), 3) << "}";
-            first = false;
-        }
+// Top instructions by bus time, named where --symbols knows them: the
+// elements of "rips".
+void write_rips(std::ostringstream& o, Db& db, int64_t session, const Symbols& syms) {
+    Stmt r(db.get(), "SELECT rip, count(*), group_concat(DISTINCT printf('0x%04x', port)),"
+                     " coalesce(sum(bus_ns), 0) AS bus"
+                     " FROM transaction_times WHERE session_id = ? AND rip != 0"
+                     " GROUP BY rip ORDER BY bus DESC, rip LIMIT 20");
+    r.bind(1, session);
+    bool first = true;
+    while (r.step()) {
+        auto rip = static_cast<uint64_t>(sqlite3_column_int64(r.get(), 0));
+        auto sym = syms.lookup(rip);
+        char hex[32];
+        std::snprintf(hex, sizeof(hex), "0x%" PRIx64, rip);
+        o << (first ? "" : ",") << "{\"rip\":\"" << hex
+          << "\",\"symbol\":" << (sym ? json_text(db, sym->text()) : "null")
+          << ",\"source\":" << (sym && !sym->source.empty() ? json_text(db, sym->source) : "null")
+          << ",\"accesses\":" << sqlite3_column_int64(r.get(), 1) << ",\"ports\":"
+          << json_text(db, reinterpret_cast<const char*>(sqlite3_column_text(r.get(), 2)))
+          << ",\"bus_ns\":" << sqlite3_column_int64(r.get(), 3) << "}";
+        first = false;
     }
+}
+
+std::string build_json(Db& db, int64_t session, const Symbols& syms) {
+    std::ostringstream o;
+    o << "{\"session\":"
+      << json_query(db,
+                    "SELECT json_object('id', id, 'domid', domid, 'domain_name', domain_name,"
+                    " 'backend', backend, 'bus', bus, 'state', state, 'start_trigger',"
+                    " start_trigger, 'stop_trigger', stop_trigger, 'pre_trigger', pre_trigger,"
+                    " 'recorded', recorded, 'dropped', dropped, 'unrecorded', unrecorded,"
+                    " 'timeouts', timeouts, 'clock_skew_ns', clock_skew_ns)"
+                    " FROM sessions WHERE id = ?",
+                    session);
+    const Span sp = span_of(db, session);
+    const int64_t t0 = sp.t0, t1 = sp.t1, total = sp.total;
+    int64_t every = total > kMaxAccesses ? (total + kMaxAccesses - 1) / kMaxAccesses : 0;
+    std::ostringstream acc;
+    std::vector<Port> ports = read_accesses(db, session, t0, every, acc);
+    write_ports(o, ports);
+    o << ",\"accesses\":[" << acc.str() << "],\"sampled\":" << every << ",\"span_ns\":" << t1 - t0
+      << ",\"t0\":" << t0 << ",\"split_accesses\":" << kSplitAccesses;
+    o << ",\"rips\":[";
+    write_rips(o, db, session, syms);
     o << "],\"markers\":"
       << json_query(db,
                     "SELECT coalesce(json_group_array(json_object('t_ns', t_ns, 'kind', kind,"

@@ -185,122 +185,145 @@ volatile std::sig_atomic_t g_quit = 0;
 
 } // namespace
 
+namespace {
+
+struct TopOptions {
+    double interval_s = 1.0;
+    bool batch = false;
+    uint64_t iterations = 0;
+    std::string db_path;
+    std::string sort = "count";
+};
+
+const auto kTimeout = std::chrono::milliseconds(5000);
+const auto kFlushWait = std::chrono::milliseconds(2000);
+
+// When the next frame is due: a time point of the steady clock, in a
+// fraction of seconds (--interval).
+using Due = decltype(std::chrono::steady_clock::now() + std::chrono::duration<double>());
+
+// Waits out the interval, until `until`, reacting to keys meanwhile: q
+// quits, s sorts by the next column, p pauses or resumes the recording.
+void wait_for_frame(Globals& g, Due until, bool interactive, SortBy& by, const std::string& state) {
+    while (!g_quit) {
+        auto left =
+            std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+        if (left.count() <= 0)
+            break;
+        pollfd p{STDIN_FILENO, POLLIN, 0};
+        if (!interactive || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
+            if (!interactive)
+                ::usleep(static_cast<useconds_t>(left.count() * 1000));
+            continue;
+        }
+        char key = 0;
+        if (::read(STDIN_FILENO, &key, 1) != 1)
+            continue;
+        if (key == 'q')
+            g_quit = 1;
+        else if (key == 's')
+            by = static_cast<SortBy>((static_cast<int>(by) + 1) % 4);
+        else if (key == 'p')
+            daemon_request(g.socket, state == "paused" ? "resume" : "pause", kTimeout);
+        else
+            continue;
+        break; // show the change at once
+    }
+}
+
+// One frame: the rows recorded since last_id, under the daemon's status
+// (st, which it updates; a rearm starts the new session from its start).
+std::string next_frame(Globals& g, Db& db, std::map<std::string, std::string>& st, int64_t& session,
+                       int64_t& last_id, double secs, SortBy by, bool interactive) {
+    // What the daemon recorded until now, written: records wait
+    // for the writer's next burst (up to a second), and a frame
+    // would otherwise count them when they were written, in lumps.
+    // Where the DB cannot be written (another connection holds
+    // its lock, a full disk) the daemon says so at once, and the
+    // frame shows what was written.
+    std::string note;
+    try {
+        daemon_request(g.socket, "flush", kFlushWait);
+    } catch (const UserError& e) {
+        note = std::string("  (not flushed: ") + e.what() + ")";
+    }
+    st = parse_status_line(daemon_request(g.socket, "status", kTimeout));
+    if (int64_t s = std::stoll(st["session"]); s != session) {
+        session = s; // a rearm: the new session from its start
+        last_id = 0;
+    }
+    auto rows = interval(db, session, last_id, secs, by);
+    // The header from a status asked after the rows were read,
+    // so it is never older than they are: rows the writer
+    // committed after the first status (a guest's start_trap
+    // commits the records before it) came from a session
+    // that first status may show as not started yet.
+    if (auto later = parse_status_line(daemon_request(g.socket, "status", kTimeout));
+        later["session"] == st["session"])
+        st = std::move(later);
+    return frame(st, rows, secs, by, interactive, note);
+}
+
+int run_top(Globals& g, const TopOptions& o) {
+    auto st = parse_status_line(daemon_request(g.socket, "status", kTimeout));
+    std::string path = o.db_path.empty() ? st["db"] : o.db_path;
+    Db db = open_trace_db(path);
+    SortBy by = o.sort == "bus"        ? SortBy::bus_p99
+                : o.sort == "overhead" ? SortBy::ovh_p99
+                : o.sort == "port"     ? SortBy::port
+                                       : SortBy::count;
+    const bool interactive = !o.batch && ::isatty(STDIN_FILENO) && ::isatty(STDOUT_FILENO);
+    std::signal(SIGINT, [](int) { g_quit = 1; });
+    std::signal(SIGTERM, [](int) { g_quit = 1; });
+    std::unique_ptr<RawTerminal> term;
+    if (interactive)
+        term = std::make_unique<RawTerminal>();
+
+    int64_t session = std::stoll(st["session"]);
+    int64_t last_id = 0;
+    // The first frame covers what is recorded from now on.
+    {
+        Stmt s(db.get(), "SELECT coalesce(max(id), 0) FROM transactions");
+        if (s.step())
+            last_id = sqlite3_column_int64(s.get(), 0);
+    }
+    auto t_prev = std::chrono::steady_clock::now();
+    for (uint64_t n = 0; !g_quit && (!o.iterations || n < o.iterations); n++) {
+        wait_for_frame(g, t_prev + std::chrono::duration<double>(o.interval_s), interactive, by,
+                       st["state"]);
+        if (g_quit)
+            break;
+        auto now = std::chrono::steady_clock::now();
+        double secs = std::chrono::duration<double>(now - t_prev).count();
+        t_prev = now;
+        std::string f = next_frame(g, db, st, session, last_id, secs, by, interactive);
+        if (interactive)
+            std::fputs("\x1b[H\x1b[2J", stdout);
+        std::fputs(f.c_str(), stdout);
+        if (!interactive)
+            std::fputs("\n", stdout);
+        flush_stdout();
+    }
+    return EXIT_SUCCESS;
+}
+
+} // namespace
+
 void setup_top(CLI::App& app, Globals& g, Runner& run) {
     auto* c = app.add_subcommand(
         "top", "a refreshing view of a running daemon: per-port accesses, latency, state");
-    auto interval_s = std::make_shared<double>(1.0);
-    auto batch = std::make_shared<bool>(false);
-    auto iterations = std::make_shared<uint64_t>(0);
-    auto db_path = std::make_shared<std::string>();
-    auto sort = std::make_shared<std::string>("count");
+    auto o = std::make_shared<TopOptions>();
     c->add_option("--socket", g.socket, "control socket of the daemon");
-    c->add_option("--db", *db_path, "trace DB (default: the daemon's)");
-    c->add_option("--interval", *interval_s, "seconds between frames")
+    c->add_option("--db", o->db_path, "trace DB (default: the daemon's)");
+    c->add_option("--interval", o->interval_s, "seconds between frames")
         ->capture_default_str()
         ->check(seconds_in(0.1, 3600));
-    c->add_flag("--batch", *batch, "print the frames as plain text, for scripts (no keys)");
-    c->add_option("--iterations", *iterations, "stop after this many frames (0: until q or ^C)")
+    c->add_flag("--batch", o->batch, "print the frames as plain text, for scripts (no keys)");
+    c->add_option("--iterations", o->iterations, "stop after this many frames (0: until q or ^C)")
         ->check(integer_in(0, UINT32_MAX));
-    c->add_option("--sort", *sort, "count, bus, overhead or port")
+    c->add_option("--sort", o->sort, "count, bus, overhead or port")
         ->check(CLI::IsMember({"count", "bus", "overhead", "port"}));
-    c->callback([&g, &run, interval_s, batch, iterations, db_path, sort] {
-        run = [&g, interval_s, batch, iterations, db_path, sort] {
-            const auto timeout = std::chrono::milliseconds(5000);
-            const auto kFlushWait = std::chrono::milliseconds(2000);
-            auto st = parse_status_line(daemon_request(g.socket, "status", timeout));
-            std::string path = db_path->empty() ? st["db"] : *db_path;
-            Db db = open_trace_db(path);
-            SortBy by = *sort == "bus"        ? SortBy::bus_p99
-                        : *sort == "overhead" ? SortBy::ovh_p99
-                        : *sort == "port"     ? SortBy::port
-                                              : SortBy::count;
-            const bool interactive = !*batch && ::isatty(STDIN_FILENO) && ::isatty(STDOUT_FILENO);
-            std::signal(SIGINT, [](int) { g_quit = 1; });
-            std::signal(SIGTERM, [](int) { g_quit = 1; });
-            std::unique_ptr<RawTerminal> term;
-            if (interactive)
-                term = std::make_unique<RawTerminal>();
-
-            int64_t session = std::stoll(st["session"]);
-            int64_t last_id = 0;
-            // The first frame covers what is recorded from now on.
-            {
-                Stmt s(db.get(), "SELECT coalesce(max(id), 0) FROM transactions");
-                if (s.step())
-                    last_id = sqlite3_column_int64(s.get(), 0);
-            }
-            std::string note;
-            auto t_prev = std::chrono::steady_clock::now();
-            for (uint64_t n = 0; !g_quit && (!*iterations || n < *iterations); n++) {
-                // Wait out the interval, reacting to keys meanwhile.
-                auto until = t_prev + std::chrono::duration<double>(*interval_s);
-                while (!g_quit) {
-                    auto left = std::chrono::ceil<std::chrono::milliseconds>(
-                        until - std::chrono::steady_clock::now());
-                    if (left.count() <= 0)
-                        break;
-                    pollfd p{STDIN_FILENO, POLLIN, 0};
-                    if (!interactive || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
-                        if (!interactive)
-                            ::usleep(static_cast<useconds_t>(left.count() * 1000));
-                        continue;
-                    }
-                    char key = 0;
-                    if (::read(STDIN_FILENO, &key, 1) != 1)
-                        continue;
-                    if (key == 'q')
-                        g_quit = 1;
-                    else if (key == 's')
-                        by = static_cast<SortBy>((static_cast<int>(by) + 1) % 4);
-                    else if (key == 'p')
-                        daemon_request(g.socket, st["state"] == "paused" ? "resume" : "pause",
-                                       timeout);
-                    else
-                        continue;
-                    break; // show the change at once
-                }
-                if (g_quit)
-                    break;
-                auto now = std::chrono::steady_clock::now();
-                double secs = std::chrono::duration<double>(now - t_prev).count();
-                t_prev = now;
-                // What the daemon recorded until now, written: records wait
-                // for the writer's next burst (up to a second), and a frame
-                // would otherwise count them when they were written, in lumps.
-                // Where the DB cannot be written (another connection holds
-                // its lock, a full disk) the daemon says so at once, and the
-                // frame shows what was written.
-                note.clear();
-                try {
-                    daemon_request(g.socket, "flush", kFlushWait);
-                } catch (const UserError& e) {
-                    note = std::string("  (not flushed: ") + e.what() + ")";
-                }
-                st = parse_status_line(daemon_request(g.socket, "status", timeout));
-                if (int64_t s = std::stoll(st["session"]); s != session) {
-                    session = s; // a rearm: the new session from its start
-                    last_id = 0;
-                }
-                auto rows = interval(db, session, last_id, secs, by);
-                // The header from a status asked after the rows were read,
-                // so it is never older than they are: rows the writer
-                // committed after the first status (a guest's start_trap
-                // commits the records before it) came from a session
-                // that first status may show as not started yet.
-                if (auto later = parse_status_line(daemon_request(g.socket, "status", timeout));
-                    later["session"] == st["session"])
-                    st = std::move(later);
-                std::string f = frame(st, rows, secs, by, interactive, note);
-                if (interactive)
-                    std::fputs("\x1b[H\x1b[2J", stdout);
-                std::fputs(f.c_str(), stdout);
-                if (!interactive)
-                    std::fputs("\n", stdout);
-                flush_stdout();
-            }
-            return EXIT_SUCCESS;
-        };
-    });
+    c->callback([&g, &run, o] { run = [&g, o] { return run_top(g, *o); }; });
 }
 
 } // namespace busprof

@@ -6,6 +6,7 @@
 #include "error.h"
 #include "ioreq_slot.h"
 #include "log.h"
+#include "writer_sched.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -28,6 +29,7 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
     writer_ =
         std::make_unique<Writer>(cfg_.db, cfg_.queue_capacity, cfg_.note_capacity, cfg_.writer_nice,
                                  cfg_.burst_ms, cfg_.burst_rows, cfg_.writer_rtprio);
+    producer_ = &writer_->producer();
     hv_ = cfg_.hypervisor_factory ? cfg_.hypervisor_factory()
                                   : make_hypervisor(cfg_.backend, cfg_.sim_socket);
     // After the hypervisor: a simulated one has the devices a sim bus reaches.
@@ -94,7 +96,7 @@ void Daemon::begin_session(uint64_t now) {
                    cfg_.triggers.stop_text(),
                    now,
                    cfg_.triggers.pre_trigger};
-    session_ord_ = writer_->begin_session(row);
+    session_ord_ = producer_->begin_session(row);
     pre_window_.clear(); // the last session's
     counters_.clock_error_ns = clock_error_ns_;
     publish();
@@ -126,13 +128,14 @@ uint64_t Daemon::finish() {
                 " needs CAP_SYS_NICE or an RLIMIT_RTPRIO of %d; where the guest's accesses keep a"
                 " CPU busy, the scheduler may cut a burst and hold more accesses",
                 cfg_.writer_rtprio, cfg_.writer_rtprio);
+        producer_ = nullptr;
         writer_.reset();
     }
     return lost;
 }
 
 int64_t Daemon::session_id(int wait_ms) {
-    return writer_->session_row(session_ord_, wait_ms);
+    return producer_->session_row(session_ord_, wait_ms);
 }
 
 // Where the stamp clock's 0 lies on CLOCK_MONOTONIC: bracket a query that
@@ -270,7 +273,7 @@ int Daemon::run() {
                 serve_ioreq(v);
         finalize_all(false);
         serve_requests();
-        writer_->pump(); // notes and counters that found the writer busy
+        producer_->pump(); // notes and counters that found the writer busy
 
         now = std::exchange(served_ns_, 0);
         if (!now)
@@ -288,8 +291,8 @@ int Daemon::run() {
     if (gone_) {
         log(LogLevel::error, "the %s hypervisor went away: stopping the session",
             hv_->name().c_str());
-        writer_->add_event({session_ord_, "hypervisor_gone", now_ns(),
-                            "the " + hv_->name() + " hypervisor's connection closed"});
+        producer_->add_event({session_ord_, "hypervisor_gone", now_ns(),
+                              "the " + hv_->name() + " hypervisor's connection closed"});
         end_session("hypervisor_gone");
     } else if (detached_) {
         end_session("detached");
@@ -316,7 +319,7 @@ void Daemon::publish() {
     counters_.state = to_string(session_.state());
     counters_.started_ns = session_.started_ns();
     counters_.stopped_ns = session_.stopped_ns();
-    writer_->set_counters(session_ord_, counters_);
+    producer_->set_counters(session_ord_, counters_);
 }
 
 // After a session state change: its marker (one kind per new state, with
@@ -326,7 +329,7 @@ void Daemon::transition(const char* kind, const std::string& cause, uint64_t now
         kind = session_.state() == SessionState::profiling ? "start"
                : session_.state() == SessionState::stopped ? "stop"
                                                            : "pause";
-    writer_->add_marker({session_ord_, kind, -1, -1, -1, now, cause, {}});
+    producer_->add_marker({session_ord_, kind, -1, -1, -1, now, cause, {}});
     if (session_.state() == SessionState::profiling && !pre_window_.empty())
         flush_pre_window();
     publish();
@@ -336,10 +339,10 @@ void Daemon::serve_ctrl_ring() {
     page_.take_ctrl([this](const xen_busprof_ctrl_msg& m) { on_ctrl(m); });
     uint32_t lost = page_.ctrl_lost();
     if (lost != seen_lost_) {
-        writer_->add_event({session_ord_, "ctrl_lost", now_ns(),
-                            std::to_string(lost - seen_lost_) +
-                                " control messages lost to a full ring; traps re-read from " +
-                                hv_->name()});
+        producer_->add_event({session_ord_, "ctrl_lost", now_ns(),
+                              std::to_string(lost - seen_lost_) +
+                                  " control messages lost to a full ring; traps re-read from " +
+                                  hv_->name()});
         seen_lost_ = lost;
         resync_traps();
     }
@@ -373,7 +376,7 @@ bool Daemon::grant(std::pair<uint16_t, uint16_t> r, uint64_t t) {
         bus_->grant(r.first, r.second);
     } catch (const std::exception& e) {
         counters_.notes_dropped +=
-            !writer_->add_event({session_ord_, "refused", t, e.what()}, true);
+            !producer_->add_event({session_ord_, "refused", t, e.what()}, true);
         return false;
     }
     granted_.push_back(r);
@@ -396,66 +399,30 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
     const int vcpu = by_dom0 ? -1 : m.vcpu;
     const std::string origin = by_dom0 ? "dom0" : "guest";
     switch (m.kind) {
-    case XEN_BUSPROF_CTRL_start_trap: {
-        // Granted before the marker: Xen routes accesses to the range from
-        // now on, and each is served with the bus permission in place.
-        auto r = std::make_pair(m.first, m.last);
-        if (grant(r, t))
-            traps_.push_back(r);
-        counters_.notes_dropped += !writer_->add_marker(
-            {session_ord_, "start_trap", vcpu, m.first, m.last, t, {}, origin}, !by_dom0);
-        if (session_.on_start_trap(t))
-            transition(nullptr, "start_trap", t);
+    case XEN_BUSPROF_CTRL_start_trap:
+    case XEN_BUSPROF_CTRL_stop_trap:
+        on_trap_ctrl(m, t, vcpu, by_dom0);
         break;
-    }
-
-    case XEN_BUSPROF_CTRL_stop_trap: {
-        finalize_all(false);
-        auto it = std::find(traps_.begin(), traps_.end(), std::make_pair(m.first, m.last));
-        if (it != traps_.end())
-            traps_.erase(it);
-        // The bus permission stays until the end: an access Xen routed
-        // before the stop may still be in another vCPU's slot.
-        counters_.notes_dropped += !writer_->add_marker(
-            {session_ord_, "stop_trap", vcpu, m.first, m.last, t, {}, origin}, !by_dom0);
-        if (traps_.empty() && session_.on_last_stop_trap(t))
-            transition(nullptr, "stop_trap", t);
-        break;
-    }
 
     case XEN_BUSPROF_CTRL_extract:
         // Everything the guest did before asking is complete: its vCPU
         // resumed from each access before it could ask.
         finalize_all(false);
-        counters_.notes_dropped += !writer_->add_marker(
+        counters_.notes_dropped += !producer_->add_marker(
             {session_ord_, "extract", vcpu, m.first, m.last, t, {}, origin}, true);
-        writer_->request_extract({session_ord_, dom_.domid, m});
+        producer_->request_extract({session_ord_, dom_.domid, m});
         break;
 
     case XEN_BUSPROF_CTRL_pause:
-    case XEN_BUSPROF_CTRL_resume: {
-        // The guest's own pause of the recording.  Only a session that
-        // records is paused and only a paused one resumed: a guest cannot
-        // start a session that waits for its start trigger, nor revive a
-        // stopped one.  Accesses before the message were recorded; the
-        // ring is read before each access is served, so none after it is.
-        bool pause = m.kind == XEN_BUSPROF_CTRL_pause;
-        SessionState from = pause ? SessionState::profiling : SessionState::paused;
-        if (session_.state() != from)
-            break;
-        finalize_all(false);
-        session_.apply(pause ? SessionAction::pause : SessionAction::resume, t);
-        counters_.notes_dropped += !writer_->add_marker(
-            {session_ord_, pause ? "pause" : "resume", vcpu, -1, -1, t, "guest", origin}, true);
-        publish();
+    case XEN_BUSPROF_CTRL_resume:
+        on_guest_pause(m.kind == XEN_BUSPROF_CTRL_pause, t, vcpu, origin);
         break;
-    }
 
     case XEN_BUSPROF_CTRL_timeout:
         counters_.timeouts++;
-        writer_->add_event({session_ord_, "timeout", t,
-                            "vCPU " + std::to_string(vcpu) + " access to port " +
-                                std::to_string(m.first) + " completed without the daemon"});
+        producer_->add_event({session_ord_, "timeout", t,
+                              "vCPU " + std::to_string(vcpu) + " access to port " +
+                                  std::to_string(m.first) + " completed without the daemon"});
         if (m.vcpu < chan_->nr_vcpus)
             timed_out(m.vcpu, t);
         break;
@@ -464,15 +431,58 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
         if (detaching_)
             break; // drain()'s own
         // The domain is going away, or an access timed out (reported above).
-        writer_->add_event({session_ord_, "detached", t,
-                            counters_.timeouts
-                                ? "Xen detached the profiler after a timeout"
-                                : "Xen detached the profiler: the domain is going away"});
+        producer_->add_event({session_ord_, "detached", t,
+                              counters_.timeouts
+                                  ? "Xen detached the profiler after a timeout"
+                                  : "Xen detached the profiler: the domain is going away"});
         log(LogLevel::info, "Xen detached the profiler from domain %s%s", dom_.name.c_str(),
             counters_.timeouts ? " after a timeout" : "");
         detached_ = true;
         break;
     }
+}
+
+// A trap call: a range trapped (granted before the marker: Xen routes
+// accesses to the range from now on, and each is served with the bus
+// permission in place) or no longer trapped.
+void Daemon::on_trap_ctrl(const xen_busprof_ctrl_msg& m, uint64_t t, int vcpu, bool by_dom0) {
+    const std::string origin = by_dom0 ? "dom0" : "guest";
+    if (m.kind == XEN_BUSPROF_CTRL_start_trap) {
+        auto r = std::make_pair(m.first, m.last);
+        if (grant(r, t))
+            traps_.push_back(r);
+        counters_.notes_dropped += !producer_->add_marker(
+            {session_ord_, "start_trap", vcpu, m.first, m.last, t, {}, origin}, !by_dom0);
+        if (session_.on_start_trap(t))
+            transition(nullptr, "start_trap", t);
+        return;
+    }
+    finalize_all(false);
+    auto it = std::find(traps_.begin(), traps_.end(), std::make_pair(m.first, m.last));
+    if (it != traps_.end())
+        traps_.erase(it);
+    // The bus permission stays until the end: an access Xen routed
+    // before the stop may still be in another vCPU's slot.
+    counters_.notes_dropped += !producer_->add_marker(
+        {session_ord_, "stop_trap", vcpu, m.first, m.last, t, {}, origin}, !by_dom0);
+    if (traps_.empty() && session_.on_last_stop_trap(t))
+        transition(nullptr, "stop_trap", t);
+}
+
+// The guest's own pause of the recording.  Only a session that
+// records is paused and only a paused one resumed: a guest cannot
+// start a session that waits for its start trigger, nor revive a
+// stopped one.  Accesses before the message were recorded; the
+// ring is read before each access is served, so none after it is.
+void Daemon::on_guest_pause(bool pause, uint64_t t, int vcpu, const std::string& origin) {
+    SessionState from = pause ? SessionState::profiling : SessionState::paused;
+    if (session_.state() != from)
+        return;
+    finalize_all(false);
+    session_.apply(pause ? SessionAction::pause : SessionAction::resume, t);
+    counters_.notes_dropped += !producer_->add_marker(
+        {session_ord_, pause ? "pause" : "resume", vcpu, -1, -1, t, "guest", origin}, true);
+    publish();
 }
 
 // Xen stopped waiting for vCPU v: the guest got all ones for a read and
@@ -570,7 +580,7 @@ void Daemon::answer_access(unsigned v, ioreq_t* p, Access& a) {
                 gate.leave();
         }
         ~Inside() { leave(); } // a notify that throws
-    } inside{writer_->gate()};
+    } inside{producer_->gate()};
     inside.gate.enter();
 
     if (a.abandoned) {
@@ -586,7 +596,7 @@ void Daemon::answer_access(unsigned v, ioreq_t* p, Access& a) {
     } else {
         a.value = a.mask;
         a.status = XEN_BUSPROF_STATUS_ERROR;
-        counters_.notes_dropped += !writer_->add_event(
+        counters_.notes_dropped += !producer_->add_event(
             {session_ord_, "refused", now_ns(),
              "vCPU " + std::to_string(v) + " ioreq type " + std::to_string(a.type) + " port " +
                  std::to_string(a.port) + " size " + std::to_string(a.size) + " count " +
@@ -655,10 +665,10 @@ void Daemon::queue_record(Record r) {
             publish();
         }
     }
-    if (!writer_->push(r)) {
+    if (!producer_->push(r)) {
         counters_.dropped++;
         if (!queue_full_reported_)
-            counters_.notes_dropped += !writer_->add_event(
+            counters_.notes_dropped += !producer_->add_event(
                 {session_ord_, "queue_full", now_ns(),
                  "record queue full: transactions dropped (see sessions.dropped)"},
                 true);
@@ -758,7 +768,7 @@ void Daemon::drain() {
             break;
         uint64_t now = now_ns();
         if (now >= until) {
-            counters_.notes_dropped += !writer_->add_event(
+            counters_.notes_dropped += !producer_->add_event(
                 {session_ord_, "timeout", now,
                  std::to_string(missing) + " vCPUs' accesses routed before the stop never "
                                            "reached the daemon's ioreq server"},

@@ -5,8 +5,10 @@
 //  - the ioreq thread (run()) serves the guest: ioreqs, the control ring,
 //    the session state machine.  It does no SQL, takes no lock that is
 //    held across I/O, and never waits on storage.
-//  - the writer thread (Writer, db.h) owns the trace DB: records, markers,
-//    events, session rows and the answers to the guest's extracts.
+//  - the writer thread (Writer, writer.h) owns the trace DB: records, markers,
+//    events, session rows and the answers to the guest's extracts.  The
+//    ioreq thread hands them over through the writer's Producer
+//    (producer.h), which never waits for it.
 //  - the control thread (ControlServer) serves `busprof status/pause/...`
 //    and hands each request to the ioreq thread through a mailbox.
 #pragma once
@@ -14,10 +16,10 @@
 #include "bus.h"
 #include "busprof_page.h"
 #include "control_server.h"
-#include "db.h"
 #include "fd.h"
 #include "hv.h"
 #include "session.h"
+#include "writer.h"
 
 #include <atomic>
 #include <deque>
@@ -81,7 +83,8 @@ class Daemon {
     void stop(const char* cause = "signal");
 
     // The session's row in the trace DB; waits up to wait_ms for the writer
-    // to create it, 0 if it has not.
+    // to create it, 0 if it has not.  The producer's call: before run(), on
+    // the thread that made the daemon, or on run()'s.
     int64_t session_id(int wait_ms);
     const DomainInfo& domain() const { return dom_; }
 
@@ -122,6 +125,8 @@ class Daemon {
     void arm_tick(uint64_t now, int within_ms);
     void serve_ctrl_ring();
     void on_ctrl(const xen_busprof_ctrl_msg& m);
+    void on_trap_ctrl(const xen_busprof_ctrl_msg& m, uint64_t t, int vcpu, bool by_dom0);
+    void on_guest_pause(bool pause, uint64_t t, int vcpu, const std::string& origin);
     void serve_ioreq(unsigned v);
     bool claim_ioreq(unsigned v, ioreq_t* p, ioreq_t& req);
     Access read_access(unsigned v, const ioreq_t& req);
@@ -153,6 +158,7 @@ class Daemon {
     std::unique_ptr<Bus> bus_;
     DomainInfo dom_;
     std::unique_ptr<Writer> writer_;
+    Producer* producer_ = nullptr; // writer_'s, for the ioreq thread (and the constructor)
     std::unique_ptr<Channel> chan_;
     BusprofPage page_; // chan_'s
 

@@ -24,8 +24,8 @@
 // The load average before and after is printed: figures from a busy machine
 // are not comparable.
 #include "clock.h"
-#include "db.h"
 #include "spsc_queue.h"
+#include "writer.h"
 
 #include <sqlite3.h>
 
@@ -191,13 +191,13 @@ double query_s(const std::string& path, const std::string& sql) {
 double writer(const std::string& path, int n) {
     Writer w(path, 1 << 16);
     SessionRow s{1, "b", "sim", "sim", "profiling", "x", "x", 0};
-    uint32_t ord = w.begin_session(s);
-    w.flush(60000);
+    uint32_t ord = w.producer().begin_session(s);
+    w.producer().flush(60000);
     uint64_t t0 = now_ns();
     for (int i = 0; i < n; i++)
-        while (!w.push(rec(i, ord)))
+        while (!w.producer().push(rec(i, ord)))
             std::this_thread::yield();
-    if (!w.flush(600000)) {
+    if (!w.producer().flush(600000)) {
         std::fprintf(stderr, "busprof-bench: the writer failed: %s\n", w.last_error().c_str());
         std::exit(1);
     }

@@ -9,6 +9,7 @@
 #include "error.h"
 #include "ioreq_slot.h"
 #include "thread_nice.h"
+#include "writer_sched.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -429,7 +430,7 @@ class DaemonTest : public ::testing::Test {
 class DaemonTestPeer {
   public:
     // What keeps the writer's storage work out of an access.
-    static AccessGate& storage_gate(Daemon& d) { return d.writer_->gate(); }
+    static AccessGate& storage_gate(Daemon& d) { return d.producer_->gate(); }
 };
 
 namespace {

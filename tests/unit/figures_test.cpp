@@ -7,6 +7,7 @@
 #include "db.h"
 #include "figures.h"
 #include "schema_sql.h"
+#include "writer.h"
 
 #include <gtest/gtest.h>
 
@@ -130,11 +131,11 @@ TEST_F(FiguresTest, ARecordsTimesAreThoseOfItsRowInTheView) {
     std::vector<Record> recs = records();
     {
         Writer w(db_, 1 << 10);
-        uint32_t s = w.begin_session(
+        uint32_t s = w.producer().begin_session(
             SessionRow{3, "guest", "sim", "sim", "profiling", "start_trap", "manual", 1000});
         for (Record r : recs) {
             r.session_id = s;
-            while (!w.push(r))
+            while (!w.producer().push(r))
                 std::this_thread::yield();
         }
         ASSERT_EQ(w.close(10000), 0u);
@@ -171,11 +172,11 @@ std::string bytes(const std::string& path) {
 TEST_F(FiguresTest, ATraceWrittenBeforeTheViewGetsItWhenOpenedReadOnly) {
     {
         Writer w(db_, 1 << 10);
-        uint32_t s = w.begin_session(
+        uint32_t s = w.producer().begin_session(
             SessionRow{3, "guest", "sim", "sim", "stopped", "start_trap", "manual", 1000});
         for (Record r : records()) {
             r.session_id = s;
-            while (!w.push(r))
+            while (!w.producer().push(r))
                 std::this_thread::yield();
         }
         ASSERT_EQ(w.close(10000), 0u);

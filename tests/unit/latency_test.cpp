@@ -6,6 +6,8 @@
 #include "db.h"
 #include "figures.h"
 #include "latency.h"
+#include "writer.h"
+#include "writer_peer.h"
 
 #include <gtest/gtest.h>
 
@@ -56,12 +58,12 @@ class LatencyTest : public ::testing::Test {
         // with clocks that disagree.
         Writer w(db_, 1 << 12);
         SessionRow row{7, "guest", "sim", "sim", "profiling", "start_trap", "manual", 1000};
-        uint32_t s[2] = {w.begin_session(row), w.begin_session(row)};
+        uint32_t s[2] = {w.producer().begin_session(row), w.producer().begin_session(row)};
         std::mt19937_64 rng(5);
         uint64_t t = 1000000;
         for (int i = 0; i < 6000; i++) {
             Record r = generated(rng, s[i % 2], t);
-            while (!w.push(r))
+            while (!w.producer().push(r))
                 std::this_thread::yield();
         }
         ASSERT_EQ(w.close(10000), 0u);
@@ -259,20 +261,20 @@ TEST_F(LatencyTest, SummariesOfASessionAndPortsAreWithinOneIn256) {
 // what every row gives, within 1/256.
 TEST_F(LatencyTest, TheSummariesAndTheRowsTheyLagAreWhatTheRowsGive) {
     Writer w(db_, 1 << 12);
-    w.set_summary_interval_ms(3600 * 1000);
+    WriterTestPeer::set_summary_interval_ms(w, 3600 * 1000);
     SessionRow row{7, "guest", "sim", "sim", "profiling", "start_trap", "manual", 1000};
-    uint32_t s = w.begin_session(row);
+    uint32_t s = w.producer().begin_session(row);
     std::mt19937_64 rng(9);
     uint64_t t = 2000000000;
     auto push = [&](int n) {
         for (int i = 0; i < n; i++) {
             Record r = generated(rng, s, t);
-            while (!w.push(r))
+            while (!w.producer().push(r))
                 std::this_thread::yield();
         }
     };
     push(3000);
-    ASSERT_TRUE(w.flush()); // the rows of a flush go into the summaries with it
+    ASSERT_TRUE(w.producer().flush()); // the rows of a flush go into the summaries with it
     push(2500);
     // Committed by its burst (no flush): summaries held back.
     for (int i = 0; i < 1000 && w.committed() < 5500; i++)

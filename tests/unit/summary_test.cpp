@@ -4,6 +4,8 @@
 // port_latency on generated traces.
 #include "db.h"
 #include "histogram.h"
+#include "writer.h"
+#include "writer_peer.h"
 
 #include <gtest/gtest.h>
 
@@ -143,16 +145,17 @@ class SummaryTest : public ::testing::Test {
     // the number of 'ok' ones.
     int64_t record(int n, Writer& w) {
         std::mt19937_64 rng(42);
-        uint32_t s[2] = {w.begin_session(session()), w.begin_session(session())};
+        uint32_t s[2] = {w.producer().begin_session(session()),
+                         w.producer().begin_session(session())};
         uint64_t t = 1000000;
         int64_t ok = 0;
         for (int i = 0; i < n; i++) {
             Record r = generated(rng, s[i % 2], t);
             ok += r.status == XEN_BUSPROF_STATUS_OK;
-            while (!w.push(r))
+            while (!w.producer().push(r))
                 std::this_thread::yield();
             if (i % 5000 == 0) // notes among the records split the batches
-                w.add_marker({s[i % 2], "pause", -1, -1, -1, t, "user", {}});
+                w.producer().add_marker({s[i % 2], "pause", -1, -1, -1, t, "user", {}});
         }
         return ok;
     }
@@ -203,8 +206,8 @@ TEST_F(SummaryTest, TheSummariesCountEveryRowTheWriterWrote) {
 TEST_F(SummaryTest, ARolledBackCommitCountsItsRowsOnceWhenRetried) {
     // No burst before the flush: its commit takes every row.
     Writer w(db_, 1 << 16, 4096, Writer::kDefaultWriterNice, 3600 * 1000);
-    uint32_t s = w.begin_session(session());
-    ASSERT_TRUE(w.flush());
+    uint32_t s = w.producer().begin_session(session());
+    ASSERT_TRUE(w.producer().flush());
     sqlite3* other = nullptr;
     ASSERT_EQ(sqlite3_open(db_.c_str(), &other), SQLITE_OK);
     sqlite3_busy_timeout(other, 5000);
@@ -217,8 +220,8 @@ TEST_F(SummaryTest, ARolledBackCommitCountsItsRowsOnceWhenRetried) {
     std::mt19937_64 rng(7);
     uint64_t t = 1000;
     for (int i = 0; i < 5000; i++)
-        ASSERT_TRUE(w.push(generated(rng, s, t)));
-    const Writer::FlushMark mark = w.request_flush();
+        ASSERT_TRUE(w.producer().push(generated(rng, s, t)));
+    const Writer::FlushMark mark = w.producer().request_flush();
     // Wait for the writer's first try to fail (the writer runs nice: on a
     // busy machine that may take longer than any fixed wait), then it must
     // still be failing.
@@ -239,35 +242,35 @@ TEST_F(SummaryTest, ARolledBackCommitCountsItsRowsOnceWhenRetried) {
 // flush asks for them, with no new row to commit.
 TEST_F(SummaryTest, CommittedRowsWaitForTheirSummariesUntilAFlush) {
     Writer w(db_, 1 << 16, 4096, Writer::kDefaultWriterNice, 50);
-    w.set_summary_interval_ms(3600 * 1000);
-    uint32_t s = w.begin_session(session());
+    WriterTestPeer::set_summary_interval_ms(w, 3600 * 1000);
+    uint32_t s = w.producer().begin_session(session());
     std::mt19937_64 rng(3);
     uint64_t t = 1000;
     for (int i = 0; i < 2000; i++)
-        ASSERT_TRUE(w.push(generated(rng, s, t)));
+        ASSERT_TRUE(w.producer().push(generated(rng, s, t)));
     for (int i = 0; i < 1000 && w.committed() < 2000; i++) // their 50 ms burst
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     ASSERT_EQ(w.committed(), 2000u);
     EXPECT_EQ(rows("SELECT recorded, summarised FROM sessions"),
               std::vector<std::string>{"2000|0"});
     EXPECT_EQ(rows("SELECT count(*) FROM latency_totals"), std::vector<std::string>{"0"});
-    ASSERT_TRUE(w.flush());
+    ASSERT_TRUE(w.producer().flush());
     EXPECT_EQ(rows("SELECT recorded, summarised FROM sessions"),
               std::vector<std::string>{"2000|2000"});
     EXPECT_EQ(rows(kFromSummaries), rows(kFromRows));
-    ASSERT_TRUE(w.flush()); // nothing to add: answered at once
+    ASSERT_TRUE(w.producer().flush()); // nothing to add: answered at once
 }
 
 // With no flush and no more rows, the summaries come by themselves once
 // kSummaryMs has passed: the writer wakes for them.
 TEST_F(SummaryTest, TheSummariesComeByThemselvesAfterTheirInterval) {
     Writer w(db_, 1 << 16, 4096, Writer::kDefaultWriterNice, 50);
-    w.set_summary_interval_ms(200);
-    uint32_t s = w.begin_session(session());
+    WriterTestPeer::set_summary_interval_ms(w, 200);
+    uint32_t s = w.producer().begin_session(session());
     std::mt19937_64 rng(4);
     uint64_t t = 1000;
     for (int i = 0; i < 2000; i++)
-        ASSERT_TRUE(w.push(generated(rng, s, t)));
+        ASSERT_TRUE(w.producer().push(generated(rng, s, t)));
     std::vector<std::string> seen;
     for (int i = 0; i < 1000; i++) { // up to 10 s on a busy machine
         seen = rows("SELECT recorded, summarised FROM sessions");

@@ -2,8 +2,9 @@
 // The writer thread: order of notes among records, extract answers,
 // counters, storage failures, and sessions left behind.
 #include "clock.h"
-#include "db.h"
 #include "thread_nice.h"
+#include "writer.h"
+#include "writer_peer.h"
 
 #include <gtest/gtest.h>
 
@@ -99,10 +100,10 @@ class WriterTest : public ::testing::Test {
     static bool commits_while_busy(Writer& w, uint32_t s, int timeout_ms) {
         Hogs hogs;
         for (uint32_t i = 0; i < 4000; i++)
-            if (!w.push(rec(s, 0x70, i)))
+            if (!w.producer().push(rec(s, 0x70, i)))
                 return false;
         for (int waited = 0; waited < timeout_ms; waited += 10) {
-            w.pump();
+            w.producer().pump();
             if (w.committed() == 4000)
                 return true;
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -133,12 +134,12 @@ TEST_F(WriterTest, ExtractSeesEveryRecordQueuedBeforeIt) {
     Writer w(db_, 1024);
     std::promise<ExtractResult> got;
     w.on_extract([&](const ExtractRequest&, ExtractResult& r) { got.set_value(r); });
-    uint32_t s = w.begin_session(row());
+    uint32_t s = w.producer().begin_session(row());
     for (uint32_t i = 0; i < 300; i++)
-        ASSERT_TRUE(w.push(rec(s, 0x3ff, i)));
-    w.request_extract(extract(s, 0x3f8, 0x3ff));
+        ASSERT_TRUE(w.producer().push(rec(s, 0x3ff, i)));
+    w.producer().request_extract(extract(s, 0x3f8, 0x3ff));
     for (uint32_t i = 0; i < 50; i++)
-        ASSERT_TRUE(w.push(rec(s, 0x3ff, 1000 + i)));
+        ASSERT_TRUE(w.producer().push(rec(s, 0x3ff, 1000 + i)));
     auto f = got.get_future();
     ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
     ExtractResult r = f.get();
@@ -147,7 +148,7 @@ TEST_F(WriterTest, ExtractSeesEveryRecordQueuedBeforeIt) {
     ASSERT_EQ(r.records.size(), 300u);
     for (uint32_t i = 0; i < 300; i++)
         EXPECT_EQ(r.records[i].rec.value, i);
-    ASSERT_TRUE(w.flush());
+    ASSERT_TRUE(w.producer().flush());
     EXPECT_EQ(scalar("SELECT count(*) FROM transactions"), 350);
 }
 
@@ -155,14 +156,14 @@ TEST_F(WriterTest, ExtractSeesEveryRecordQueuedBeforeIt) {
 // marker queued between two sessions' records goes with the first.
 TEST_F(WriterTest, RecordsAndMarkersLandInTheirSession) {
     Writer w(db_, 1024);
-    uint32_t a = w.begin_session(row());
-    w.push(rec(a, 0x70, 1));
-    w.add_marker({a, "stop", -1, -1, -1, 50, "user", {}});
-    uint32_t b = w.begin_session(row("configured"));
-    w.push(rec(b, 0x71, 2));
-    w.push(rec(b, 0x71, 3));
-    ASSERT_TRUE(w.flush());
-    int64_t ra = w.session_row(a, 0), rb = w.session_row(b, 0);
+    uint32_t a = w.producer().begin_session(row());
+    w.producer().push(rec(a, 0x70, 1));
+    w.producer().add_marker({a, "stop", -1, -1, -1, 50, "user", {}});
+    uint32_t b = w.producer().begin_session(row("configured"));
+    w.producer().push(rec(b, 0x71, 2));
+    w.producer().push(rec(b, 0x71, 3));
+    ASSERT_TRUE(w.producer().flush());
+    int64_t ra = w.producer().session_row(a, 0), rb = w.producer().session_row(b, 0);
     EXPECT_NE(ra, rb);
     EXPECT_EQ(w.committed(a), 1u);
     EXPECT_EQ(w.committed(b), 2u);
@@ -174,13 +175,13 @@ TEST_F(WriterTest, RecordsAndMarkersLandInTheirSession) {
 
 TEST_F(WriterTest, CountersReachTheRowAndAStoppedSessionLosesItsOwner) {
     Writer w(db_, 16);
-    uint32_t s = w.begin_session(row());
-    ASSERT_TRUE(w.flush());
-    int64_t id = w.session_row(s, 0);
+    uint32_t s = w.producer().begin_session(row());
+    ASSERT_TRUE(w.producer().flush());
+    int64_t id = w.producer().session_row(s, 0);
     EXPECT_EQ(scalar("SELECT owner IS NOT NULL FROM sessions WHERE id = " + std::to_string(id)), 1);
     EXPECT_EQ(scalar("SELECT clock_error_ns IS NULL AND clock_skew_ns = 0 FROM sessions"), 1);
     SessionCounters c{"stopped", 100, 200, 1, 2, 3, 4, 23000, 5000000};
-    w.set_counters(s, c);
+    w.producer().set_counters(s, c);
     w.close(1000);
     EXPECT_EQ(scalar("SELECT state = 'stopped' AND started_ns = 100 AND stopped_ns = 200 AND"
                      " timeouts = 1 AND unrecorded = 2 AND dropped = 3 AND notes_dropped = 4"
@@ -215,13 +216,13 @@ TEST_F(WriterTest, AClockSkewedRecordIsStoredAndExtractedAsSuch) {
     Writer w(db_, 64);
     std::promise<ExtractResult> got;
     w.on_extract([&](const ExtractRequest&, ExtractResult& r) { got.set_value(r); });
-    uint32_t s = w.begin_session(row());
+    uint32_t s = w.producer().begin_session(row());
     Record a = rec(s, 0x3f8, 1), b = rec(s, 0x3f8, 2);
     b.t_trap_ns = 25;
     b.flags = XEN_BUSPROF_RECORD_CLOCK_SKEWED;
-    ASSERT_TRUE(w.push(a));
-    ASSERT_TRUE(w.push(b));
-    w.request_extract(extract(s, 0x3f8, 0x3ff));
+    ASSERT_TRUE(w.producer().push(a));
+    ASSERT_TRUE(w.producer().push(b));
+    w.producer().request_extract(extract(s, 0x3f8, 0x3ff));
     auto f = got.get_future();
     ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
     ExtractResult r = f.get();
@@ -229,7 +230,7 @@ TEST_F(WriterTest, AClockSkewedRecordIsStoredAndExtractedAsSuch) {
     EXPECT_EQ(r.records[0].rec.flags, 0);
     EXPECT_EQ(r.records[1].rec.flags, XEN_BUSPROF_RECORD_CLOCK_SKEWED);
     EXPECT_EQ(r.records[1].rec.t_trap_ns, 25u); // as measured
-    ASSERT_TRUE(w.flush());
+    ASSERT_TRUE(w.producer().flush());
     EXPECT_EQ(scalar("SELECT sum(clock_skewed) FROM transactions WHERE value = 2"), 1);
     EXPECT_EQ(scalar("SELECT sum(clock_skewed) FROM transactions WHERE value = 1"), 0);
 }
@@ -240,15 +241,15 @@ TEST_F(WriterTest, AnExtractSaysWhoMadeEachAccessWhereKnown) {
     Writer w(db_, 64);
     std::promise<ExtractResult> got;
     w.on_extract([&](const ExtractRequest&, ExtractResult& r) { got.set_value(r); });
-    uint32_t s = w.begin_session(row());
+    uint32_t s = w.producer().begin_session(row());
     Record a = rec(s, 0x3f8, 1), b = rec(s, 0x3f9, 2);
     a.who_known = true;
     a.task = 0x1a2b3000;
     a.pcpu = 3;
     b.who_known = false;
-    ASSERT_TRUE(w.push(a));
-    ASSERT_TRUE(w.push(b));
-    w.request_extract(extract(s, 0x3f8, 0x3ff));
+    ASSERT_TRUE(w.producer().push(a));
+    ASSERT_TRUE(w.producer().push(b));
+    w.producer().request_extract(extract(s, 0x3f8, 0x3ff));
     auto f = got.get_future();
     ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
     ExtractResult r = f.get();
@@ -259,7 +260,7 @@ TEST_F(WriterTest, AnExtractSaysWhoMadeEachAccessWhereKnown) {
     EXPECT_EQ(r.records[1].rec.flags, 0);
     EXPECT_EQ(r.records[1].task, 0u);
     EXPECT_EQ(r.records[1].pcpu, 0u);
-    ASSERT_TRUE(w.flush());
+    ASSERT_TRUE(w.producer().flush());
     EXPECT_EQ(scalar("SELECT count(*) FROM transactions WHERE task = 439037952 AND pcpu = 3"), 1);
     EXPECT_EQ(scalar("SELECT count(*) FROM transactions WHERE task IS NULL AND pcpu IS NULL"), 1);
 }
@@ -269,25 +270,27 @@ TEST_F(WriterTest, AnExtractSaysWhoMadeEachAccessWhereKnown) {
 // the caller), and everything queued is written once the lock goes.
 TEST_F(WriterTest, ALockedDbBlocksNoProducerAndLosesNothing) {
     Writer w(db_, 4096, 4);
-    uint32_t s = w.begin_session(row());
-    ASSERT_TRUE(w.flush());
+    uint32_t s = w.producer().begin_session(row());
+    ASSERT_TRUE(w.producer().flush());
     sqlite3* other = nullptr;
     ASSERT_EQ(sqlite3_open(db_.c_str(), &other), SQLITE_OK);
     ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
     auto t0 = std::chrono::steady_clock::now();
     for (uint32_t i = 0; i < 1000; i++)
-        ASSERT_TRUE(w.push(rec(s, 0x3ff, i)));
+        ASSERT_TRUE(w.producer().push(rec(s, 0x3ff, i)));
     int refused = 0;
     for (int i = 0; i < 10; i++)
-        refused += !w.add_marker({s, "start_trap", 0, 0x3f8, 0x3ff, 60, {}, "guest"}, true);
-    EXPECT_TRUE(w.add_marker({s, "pause", -1, -1, -1, 70, "user", {}})); // dom0's: never refused
+        refused +=
+            !w.producer().add_marker({s, "start_trap", 0, 0x3f8, 0x3ff, 60, {}, "guest"}, true);
+    EXPECT_TRUE(
+        w.producer().add_marker({s, "pause", -1, -1, -1, 70, "user", {}})); // dom0's: never refused
     auto took = std::chrono::steady_clock::now() - t0;
     EXPECT_LT(took, std::chrono::milliseconds(100));
     EXPECT_GE(refused, 5); // at most 4 queued; the writer may hold one batch
-    EXPECT_FALSE(w.flush(300));
+    EXPECT_FALSE(w.producer().flush(300));
     sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr);
     sqlite3_close(other);
-    ASSERT_TRUE(w.flush());
+    ASSERT_TRUE(w.producer().flush());
     EXPECT_EQ(scalar("SELECT count(*) FROM transactions"), 1000);
     EXPECT_EQ(scalar("SELECT count(*) FROM markers"), 10 - refused + 1);
     EXPECT_EQ(w.close(1000), 0u);
@@ -297,14 +300,14 @@ TEST_F(WriterTest, ALockedDbBlocksNoProducerAndLosesNothing) {
 // says how much it could not write.
 TEST_F(WriterTest, CloseGivesUpOnStorageThatNeverReturns) {
     auto w = std::make_unique<Writer>(db_, 4096);
-    uint32_t s = w->begin_session(row());
-    ASSERT_TRUE(w->flush());
+    uint32_t s = w->producer().begin_session(row());
+    ASSERT_TRUE(w->producer().flush());
     sqlite3* other = nullptr;
     ASSERT_EQ(sqlite3_open(db_.c_str(), &other), SQLITE_OK);
     sqlite3_busy_timeout(other, 0);
     ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
     for (uint32_t i = 0; i < 10; i++)
-        w->push(rec(s, 0x3ff, i));
+        w->producer().push(rec(s, 0x3ff, i));
     auto t0 = std::chrono::steady_clock::now();
     EXPECT_EQ(w->close(200), 10u);
     // The deadline counts from close(): not one busy timeout (5 s) more, and
@@ -354,15 +357,15 @@ TEST_F(WriterTest, AnExtractWhileTheDbCannotBeWrittenFailsAtOnce) {
         statuses.push_back(r.status);
         cv.notify_all();
     });
-    uint32_t s = w.begin_session(row());
-    ASSERT_TRUE(w.flush());
+    uint32_t s = w.producer().begin_session(row());
+    ASSERT_TRUE(w.producer().flush());
     refuse_rows(db_);
     for (uint32_t i = 0; i < 100; i++)
-        ASSERT_TRUE(w.push(rec(s, 0x3ff, i)));
-    (void)w.request_flush(); // now, not at the burst's end
+        ASSERT_TRUE(w.producer().push(rec(s, 0x3ff, i)));
+    (void)w.producer().request_flush(); // now, not at the burst's end
     ASSERT_TRUE(failing(w)) << w.last_error();
     const auto t0 = std::chrono::steady_clock::now();
-    w.request_extract(extract(s, 0x3f8, 0x3ff));
+    w.producer().request_extract(extract(s, 0x3f8, 0x3ff));
     {
         std::unique_lock lk(mu);
         cv.wait_for(lk, std::chrono::seconds(5), [&] { return !statuses.empty(); });
@@ -370,7 +373,7 @@ TEST_F(WriterTest, AnExtractWhileTheDbCannotBeWrittenFailsAtOnce) {
     }
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
     accept_rows(db_);
-    ASSERT_TRUE(w.flush());
+    ASSERT_TRUE(w.producer().flush());
     EXPECT_EQ(scalar("SELECT count(*) FROM transactions"), 100);
 }
 
@@ -381,20 +384,20 @@ TEST_F(WriterTest, AnExtractWhileTheDbCannotBeWrittenFailsAtOnce) {
 // room again and the writer had written the rest.
 TEST_F(WriterTest, CloseCountsTheRecordsTheQueueRefused) {
     Writer w(db_, 16);
-    uint32_t s = w.begin_session(row());
-    ASSERT_TRUE(w.flush());
+    uint32_t s = w.producer().begin_session(row());
+    ASSERT_TRUE(w.producer().flush());
     refuse_rows(db_);
-    ASSERT_TRUE(w.push(rec(s, 0x3ff, 0)));
-    (void)w.request_flush();
+    ASSERT_TRUE(w.producer().push(rec(s, 0x3ff, 0)));
+    (void)w.producer().request_flush();
     ASSERT_TRUE(failing(w)) << w.last_error();
     SessionCounters c{"profiling"};
     for (uint32_t i = 1; i < 100; i++)
-        if (!w.push(rec(s, 0x3ff, i)))
+        if (!w.producer().push(rec(s, 0x3ff, i)))
             c.dropped++; // as the daemon counts them
-    w.set_counters(s, c);
+    w.producer().set_counters(s, c);
     ASSERT_GT(c.dropped, 0u);
     accept_rows(db_);
-    ASSERT_TRUE(w.flush());
+    ASSERT_TRUE(w.producer().flush());
     EXPECT_EQ(scalar("SELECT count(*) FROM transactions"), 100 - static_cast<int64_t>(c.dropped));
     EXPECT_EQ(w.close(1000), c.dropped);
     const std::string why = w.last_error();
@@ -411,14 +414,14 @@ TEST_F(WriterTest, CloseCountsTheRecordsTheQueueRefused) {
 // waiting, and writes everything once the lock goes.
 TEST_F(WriterTest, AWriterWaitingForALockSaysSo) {
     Writer w(db_, 4096);
-    uint32_t s = w.begin_session(row());
-    ASSERT_TRUE(w.flush());
+    uint32_t s = w.producer().begin_session(row());
+    ASSERT_TRUE(w.producer().flush());
     sqlite3* other = nullptr;
     ASSERT_EQ(sqlite3_open(db_.c_str(), &other), SQLITE_OK);
     ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
     for (uint32_t i = 0; i < 10; i++)
-        ASSERT_TRUE(w.push(rec(s, 0x3ff, i)));
-    const Writer::FlushMark mark = w.request_flush();
+        ASSERT_TRUE(w.producer().push(rec(s, 0x3ff, i)));
+    const Writer::FlushMark mark = w.producer().request_flush();
     std::string why;
     const auto t0 = std::chrono::steady_clock::now();
     while (why.empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3)) {
@@ -440,15 +443,15 @@ TEST_F(WriterTest, AWriterWaitingForALockSaysSo) {
 TEST_F(WriterTest, SessionsOfDeadDaemonsAreAbortedOnOpen) {
     {
         Writer w(db_, 16);
-        uint32_t live = w.begin_session(row());
-        uint32_t dead = w.begin_session(row());
+        uint32_t live = w.producer().begin_session(row());
+        uint32_t dead = w.producer().begin_session(row());
         Record last = rec(dead, 0x70, 1);
         last.t_resume_ns = 5000; // after created_ns
-        w.push(last);
-        ASSERT_TRUE(w.flush());
+        w.producer().push(last);
+        ASSERT_TRUE(w.producer().flush());
         Db d = Db::open(db_, true);
         d.exec("UPDATE sessions SET owner = 'not-this-boot/1/1' WHERE id = " +
-               std::to_string(w.session_row(dead, 0)));
+               std::to_string(w.producer().session_row(dead, 0)));
         (void)live;
         Writer again(db_, 16); // another daemon opens the same DB meanwhile
         EXPECT_EQ(scalar("SELECT count(*) FROM sessions WHERE state = 'aborted'"), 1);
@@ -487,11 +490,11 @@ TEST_F(WriterTest, ASessionOfAZombieDaemonIsAbortedOnOpen) {
     std::getline(std::ifstream("/proc/sys/kernel/random/boot_id"), boot);
     {
         Writer w(db_, 16);
-        uint32_t s = w.begin_session(row());
-        ASSERT_TRUE(w.flush());
+        uint32_t s = w.producer().begin_session(row());
+        ASSERT_TRUE(w.producer().flush());
         Db d = Db::open(db_, true);
         d.exec("UPDATE sessions SET owner = '" + boot + "/" + std::to_string(child) + "/" + start +
-               "' WHERE id = " + std::to_string(w.session_row(s, 0)));
+               "' WHERE id = " + std::to_string(w.producer().session_row(s, 0)));
     }
     Writer again(db_, 16);
     EXPECT_EQ(scalar("SELECT count(*) FROM sessions WHERE state = 'aborted'"), 1);
@@ -503,29 +506,29 @@ TEST_F(WriterTest, ASessionOfAZombieDaemonIsAbortedOnOpen) {
 // once the lock is free.
 TEST_F(WriterTest, TheProducerNeverWaitsForTheWritersLock) {
     Writer w(db_, 64);
-    uint32_t s = w.begin_session(row());
-    ASSERT_TRUE(w.flush());
+    uint32_t s = w.producer().begin_session(row());
+    ASSERT_TRUE(w.producer().flush());
     {
         // Held here, a producer that waited for it would never return.
-        std::lock_guard held(w.lock_for_tests());
-        ASSERT_TRUE(w.push(rec(s, 0x70, 1)));
-        EXPECT_TRUE(w.add_marker({s, "pause", -1, -1, -1, 60, "user", {}}));
-        ASSERT_TRUE(w.push(rec(s, 0x70, 2)));
+        std::lock_guard held(WriterTestPeer::lock(w));
+        ASSERT_TRUE(w.producer().push(rec(s, 0x70, 1)));
+        EXPECT_TRUE(w.producer().add_marker({s, "pause", -1, -1, -1, 60, "user", {}}));
+        ASSERT_TRUE(w.producer().push(rec(s, 0x70, 2)));
         SessionCounters c{"paused"};
         c.unrecorded = 5;
-        w.set_counters(s, c);
-        EXPECT_FALSE(w.pump());
+        w.producer().set_counters(s, c);
+        EXPECT_FALSE(w.producer().pump());
     }
-    EXPECT_TRUE(w.pump());
-    ASSERT_TRUE(w.flush());
-    std::string row_id = std::to_string(w.session_row(s, 0));
+    EXPECT_TRUE(w.producer().pump());
+    ASSERT_TRUE(w.producer().flush());
+    std::string row_id = std::to_string(w.producer().session_row(s, 0));
     EXPECT_EQ(scalar("SELECT count(*) FROM transactions"), 2);
     EXPECT_EQ(scalar("SELECT unrecorded FROM sessions WHERE id = " + row_id), 5);
     EXPECT_EQ(scalar("SELECT count(*) FROM markers WHERE kind = 'pause'"), 1);
     // An extract asked for afterwards sees both records.
     std::promise<ExtractResult> got;
     w.on_extract([&](const ExtractRequest&, ExtractResult& x) { got.set_value(x); });
-    w.request_extract(extract(s, 0x70, 0x70));
+    w.producer().request_extract(extract(s, 0x70, 0x70));
     auto f = got.get_future();
     ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
     EXPECT_EQ(f.get().total, 2u);
@@ -548,16 +551,16 @@ TEST_F(WriterTest, AWriterThatMayNotBeRaisedRunsAtTheDaemonsPriority) {
             return;
         const int daemon_nice = nice_of(static_cast<int>(::gettid()));
         Writer w(db_, 1 << 14, 4096, -20, Writer::kBurstMs, Writer::kBurstRows, 1);
-        uint32_t s = w.begin_session(row());
-        if (!w.flush()) // the session's row is in: the writer has started
+        uint32_t s = w.producer().begin_session(row());
+        if (!w.producer().flush()) // the session's row is in: the writer has started
             failed = "flush";
-        else if (w.raised())
+        else if (WriterTestPeer::raised(w))
             failed = "the writer says it went to nice -20";
-        else if (nice_of(w.thread_for_tests()) != daemon_nice)
+        else if (nice_of(WriterTestPeer::thread(w)) != daemon_nice)
             failed = "the writer is not at the daemon's nice value";
         else if (!commits_while_busy(w, s, 5000))
             failed = "not all committed within 5 s while the host was busy";
-        else if (w.rt_commits() != 0 || w.nice_commits() == 0)
+        else if (WriterTestPeer::rt_commits(w) != 0 || WriterTestPeer::nice_commits(w) == 0)
             failed = "a burst ran at a real-time priority";
         else if (!w.rt_refused())
             failed = "the writer does not say the real-time priority was refused";
@@ -571,12 +574,12 @@ TEST_F(WriterTest, AWriterThatMayNotBeRaisedRunsAtTheDaemonsPriority) {
 // while the host is busy.
 TEST_F(WriterTest, TheWritersThreadsRunAtTheirNiceValue) {
     Writer w(db_, 1 << 14, 4096, -20);
-    uint32_t s = w.begin_session(row());
-    ASSERT_TRUE(w.flush()); // the session's row is in: the writer has started
-    if (!w.raised())
+    uint32_t s = w.producer().begin_session(row());
+    ASSERT_TRUE(w.producer().flush()); // the session's row is in: the writer has started
+    if (!WriterTestPeer::raised(w))
         GTEST_SKIP() << "this process may not raise a thread (no CAP_SYS_NICE and RLIMIT_NICE"
                         " below 40): the writer stays at its priority, as the test above checks";
-    EXPECT_EQ(nice_of(w.thread_for_tests()), -20);
+    EXPECT_EQ(nice_of(WriterTestPeer::thread(w)), -20);
     const int checkpointer = thread_named("bp-checkpoint");
     ASSERT_GT(checkpointer, 0);
     EXPECT_EQ(nice_of(checkpointer), -20);
@@ -587,11 +590,11 @@ TEST_F(WriterTest, TheWritersThreadsRunAtTheirNiceValue) {
 // A writer asked to be nicer than the daemon is (no privilege needed).
 TEST_F(WriterTest, AWriterMayRunNicerThanTheDaemon) {
     Writer w(db_, 1024, 4096, 19);
-    w.begin_session(row());
-    ASSERT_TRUE(w.flush());
-    EXPECT_TRUE(w.raised());
-    EXPECT_EQ(nice_of(w.thread_for_tests()), 19);
-    EXPECT_EQ(::sched_getscheduler(w.thread_for_tests()), SCHED_OTHER);
+    w.producer().begin_session(row());
+    ASSERT_TRUE(w.producer().flush());
+    EXPECT_TRUE(WriterTestPeer::raised(w));
+    EXPECT_EQ(nice_of(WriterTestPeer::thread(w)), 19);
+    EXPECT_EQ(::sched_getscheduler(WriterTestPeer::thread(w)), SCHED_OTHER);
 }
 
 // How many times a thread has gone to sleep and woken since it started.
@@ -609,9 +612,9 @@ static long sleeps_of(int tid) {
 // alone, it commits it within its burst time (untold, it would sleep on).
 TEST_F(WriterTest, AnIdleWriterSleepsUntilARecordComes) {
     Writer w(db_, 1024, 4096, 0);
-    uint32_t s = w.begin_session(row());
-    ASSERT_TRUE(w.flush());
-    const int tid = w.thread_for_tests();
+    uint32_t s = w.producer().begin_session(row());
+    ASSERT_TRUE(w.producer().flush());
+    const int tid = WriterTestPeer::thread(w);
     ASSERT_GT(tid, 0);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     const long before = sleeps_of(tid);
@@ -619,7 +622,7 @@ TEST_F(WriterTest, AnIdleWriterSleepsUntilARecordComes) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     EXPECT_LE(sleeps_of(tid) - before, 2) << "the idle writer kept waking";
     const auto t0 = std::chrono::steady_clock::now();
-    ASSERT_TRUE(w.push(rec(s, 0x70, 1))); // no pump(): push() tells it
+    ASSERT_TRUE(w.producer().push(rec(s, 0x70, 1))); // no pump(): push() tells it
     wait_committed(w, 1, std::chrono::seconds(5));
     EXPECT_EQ(w.committed(), 1u);
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
@@ -635,7 +638,7 @@ TEST_F(WriterTest, RecordsWaitForABurstButNotesFlushesAndCloseDoNot) {
     auto committed_within = [&](Writer& w, uint64_t n) {
         const auto t0 = std::chrono::steady_clock::now();
         while (w.committed() < n && std::chrono::steady_clock::now() - t0 < kPatience) {
-            w.pump();
+            w.producer().pump();
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
         return w.committed() == n;
@@ -643,33 +646,33 @@ TEST_F(WriterTest, RecordsWaitForABurstButNotesFlushesAndCloseDoNot) {
     uint64_t closed_rows;
     {
         Writer w(db_, 1 << 16, 4096, 0, 60000);
-        uint32_t s = w.begin_session(row());
-        ASSERT_TRUE(w.flush());
+        uint32_t s = w.producer().begin_session(row());
+        ASSERT_TRUE(w.producer().flush());
         const uint32_t burst = static_cast<uint32_t>(Writer::kBurstRows);
         uint32_t n = 0;
         for (; n < burst - 1; n++)
-            ASSERT_TRUE(w.push(rec(s, 0x300, n)));
+            ASSERT_TRUE(w.producer().push(rec(s, 0x300, n)));
         // Nothing commits them before the burst (a later commit cannot be
         // told from one that waited: this may pass on a slow host, never fail).
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
         EXPECT_EQ(w.committed(), 0u) << "records were committed before their burst";
-        ASSERT_TRUE(w.push(rec(s, 0x300, n++)));
+        ASSERT_TRUE(w.producer().push(rec(s, 0x300, n++)));
         EXPECT_TRUE(committed_within(w, burst)) << "a full burst was not committed";
         // A note commits the records queued before it.
         for (uint32_t k = 0; k < 10; k++, n++)
-            ASSERT_TRUE(w.push(rec(s, 0x300, n)));
-        ASSERT_TRUE(w.add_marker({s, "pause", -1, -1, -1, 60, "user", {}}));
+            ASSERT_TRUE(w.producer().push(rec(s, 0x300, n)));
+        ASSERT_TRUE(w.producer().add_marker({s, "pause", -1, -1, -1, 60, "user", {}}));
         EXPECT_TRUE(committed_within(w, n)) << "a note waited for the burst";
         // So does a flush, from any thread.
         for (uint32_t k = 0; k < 10; k++, n++)
-            ASSERT_TRUE(w.push(rec(s, 0x300, n)));
+            ASSERT_TRUE(w.producer().push(rec(s, 0x300, n)));
         bool flushed = false;
         std::thread([&] { flushed = w.flush(20000); }).join();
         EXPECT_TRUE(flushed);
         EXPECT_EQ(w.committed(), n);
         // And a close.
         for (uint32_t k = 0; k < 10; k++, n++)
-            ASSERT_TRUE(w.push(rec(s, 0x300, n)));
+            ASSERT_TRUE(w.producer().push(rec(s, 0x300, n)));
         const auto t0 = std::chrono::steady_clock::now();
         EXPECT_EQ(w.close(20000), 0u);
         EXPECT_LT(std::chrono::steady_clock::now() - t0, kPatience);
@@ -684,25 +687,25 @@ TEST_F(WriterTest, RecordsWaitForABurstButNotesFlushesAndCloseDoNot) {
 // session"), and the writer retried the same batch without it forever.
 TEST_F(WriterTest, RecordsDoNotOvertakeANoteInTheOutbox) {
     Writer w(db_, 1024);
-    w.begin_session(row()); // a first session, whose row is in
-    ASSERT_TRUE(w.flush());
+    w.producer().begin_session(row()); // a first session, whose row is in
+    ASSERT_TRUE(w.producer().flush());
     uint32_t s;
     {
-        std::lock_guard held(w.lock_for_tests());
-        s = w.begin_session(row()); // to the outbox: the lock is taken
+        std::lock_guard held(WriterTestPeer::lock(w));
+        s = w.producer().begin_session(row()); // to the outbox: the lock is taken
         for (uint32_t i = 0; i < 10; i++)
-            ASSERT_TRUE(w.push(rec(s, 0x70, i)));
+            ASSERT_TRUE(w.producer().push(rec(s, 0x70, i)));
     }
     // The writer may run now; the session's row is still in the outbox.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     EXPECT_EQ(w.last_error(), "");
     // The next push hands it over (a producer that only pushes, into a
     // queue that fills, would otherwise wait for ever).
-    ASSERT_TRUE(w.push(rec(s, 0x70, 10)));
-    ASSERT_TRUE(w.flush(10000));
+    ASSERT_TRUE(w.producer().push(rec(s, 0x70, 10)));
+    ASSERT_TRUE(w.producer().flush(10000));
     EXPECT_EQ(w.last_error(), "");
     EXPECT_EQ(scalar("SELECT count(*) FROM transactions WHERE session_id = " +
-                     std::to_string(w.session_row(s, 0))),
+                     std::to_string(w.producer().session_row(s, 0))),
               11);
 }
 
@@ -710,13 +713,13 @@ TEST_F(WriterTest, RecordsDoNotOvertakeANoteInTheOutbox) {
 // more than the queue can hold beside them.
 TEST_F(WriterTest, ASmallQueueBurstsAtAQuarterFull) {
     Writer w(db_, 400, 4096, 0, 60000);
-    uint32_t s = w.begin_session(row());
-    ASSERT_TRUE(w.flush());
+    uint32_t s = w.producer().begin_session(row());
+    ASSERT_TRUE(w.producer().flush());
     for (uint32_t i = 0; i < 99; i++)
-        ASSERT_TRUE(w.push(rec(s, 0x300, i)));
+        ASSERT_TRUE(w.producer().push(rec(s, 0x300, i)));
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     EXPECT_EQ(w.committed(), 0u) << "records were committed before their burst";
-    ASSERT_TRUE(w.push(rec(s, 0x300, 99)));
+    ASSERT_TRUE(w.producer().push(rec(s, 0x300, 99)));
     wait_committed(w, 100, std::chrono::seconds(20));
     EXPECT_EQ(w.committed(), 100u) << "a quarter of the queue did not make a burst";
 }
@@ -759,16 +762,16 @@ TEST_F(WriterTest, ABurstRunsOffTheCpuOfTheThreadThatServesTheGuest) {
     if (cpus.size() < 2)
         GTEST_SKIP() << "this process may use one CPU: the writer has nowhere else to go";
     Writer w(db_, 1 << 14, 4096, 0, 60000); // bursts of 4096 rows only
-    uint32_t s = w.begin_session(row());
-    ASSERT_TRUE(w.flush());
-    const int tid = w.thread_for_tests();
+    uint32_t s = w.producer().begin_session(row());
+    ASSERT_TRUE(w.producer().flush());
+    const int tid = WriterTestPeer::thread(w);
     ASSERT_GT(tid, 0);
     uint64_t pushed = 0;
     for (int cpu : {cpus.front(), cpus.back(), cpus.front()}) {
         {
             PinnedTo on(cpu);
             for (int i = 0; i < 4096; i++)
-                ASSERT_TRUE(w.push(rec(s, 0x300, static_cast<uint32_t>(pushed++))));
+                ASSERT_TRUE(w.producer().push(rec(s, 0x300, static_cast<uint32_t>(pushed++))));
         }
         wait_committed(w, pushed, std::chrono::seconds(20));
         ASSERT_EQ(w.committed(), pushed) << "the burst was not committed";
@@ -784,12 +787,12 @@ TEST_F(WriterTest, AWriterAllowedOneCpuStaysOnIt) {
     const int cpu = list_of(cpus_of(0)).front();
     PinnedTo on(cpu); // the writer's thread inherits it
     Writer w(db_, 1 << 14, 4096, 0, 60000);
-    uint32_t s = w.begin_session(row());
+    uint32_t s = w.producer().begin_session(row());
     for (uint32_t i = 0; i < 4096; i++)
-        ASSERT_TRUE(w.push(rec(s, 0x300, i)));
-    ASSERT_TRUE(w.flush());
+        ASSERT_TRUE(w.producer().push(rec(s, 0x300, i)));
+    ASSERT_TRUE(w.producer().flush());
     EXPECT_EQ(w.committed(), 4096u);
-    EXPECT_EQ(list_of(cpus_of(w.thread_for_tests())), std::vector<int>{cpu});
+    EXPECT_EQ(list_of(cpus_of(WriterTestPeer::thread(w))), std::vector<int>{cpu});
 }
 
 // The bursts of the test below: long, so that a nice value alone is cut
@@ -808,17 +811,17 @@ struct Cuts {
 static bool cuts_in_bursts(const std::string& db, Record r, int rtprio, Cuts& c) {
     PinnedTo on(list_of(cpus_of(0)).front()); // the writer's threads inherit it
     Writer w(db, 4 * kRows, 4096, -20, 60000, kRows, rtprio);
-    r.session_id =
-        w.begin_session({7, "guest", "sim", "sim", "profiling", "start_trap", "manual", 1000});
-    if (!w.flush() || !w.raised())
+    r.session_id = w.producer().begin_session(
+        {7, "guest", "sim", "sim", "profiling", "start_trap", "manual", 1000});
+    if (!w.producer().flush() || !WriterTestPeer::raised(w))
         return false;
-    const int tid = w.thread_for_tests();
+    const int tid = WriterTestPeer::thread(w);
     Hogs wakers(4, std::chrono::microseconds(200), std::chrono::microseconds(300));
     uint64_t pushed = 0;
     for (int b = 0; b < kBursts; b++) {
         for (size_t i = 0; i < kRows; i++) {
             r.value = static_cast<uint32_t>(pushed++);
-            EXPECT_TRUE(w.push(r));
+            EXPECT_TRUE(w.producer().push(r));
         }
         // Nothing more comes until it is in: each burst commits alone.
         const auto t0 = std::chrono::steady_clock::now();
@@ -827,7 +830,7 @@ static bool cuts_in_bursts(const std::string& db, Record r, int rtprio, Cuts& c)
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
         EXPECT_EQ(w.committed(), pushed) << "a burst was not committed in 60 s";
     }
-    c = {w.rt_commits(), w.rt_commit_cuts()};
+    c = {WriterTestPeer::rt_commits(w), WriterTestPeer::rt_commit_cuts(w)};
     EXPECT_EQ(::sched_getscheduler(tid), SCHED_OTHER) << "not back between bursts";
     EXPECT_EQ(nice_of(tid), -20) << "not back at its nice value between bursts";
     return true;
@@ -857,9 +860,9 @@ TEST_F(WriterTest, ABurstAtItsRealTimePriorityIsNotCut) {
 // from the thread that serves the guest.
 TEST_F(WriterTest, ItsThreadsAreNamed) {
     Writer w(db_, 1024);
-    w.begin_session(row());
-    ASSERT_TRUE(w.flush()); // the writer has run
-    const int tid = w.thread_for_tests();
+    w.producer().begin_session(row());
+    ASSERT_TRUE(w.producer().flush()); // the writer has run
+    const int tid = WriterTestPeer::thread(w);
     ASSERT_GT(tid, 0);
     std::vector<std::string> names;
     for (auto& t : std::filesystem::directory_iterator("/proc/self/task")) {
@@ -880,8 +883,8 @@ TEST_F(WriterTest, ItsThreadsAreNamed) {
 // also where notes and other sessions cut the batch at odd places.
 TEST_F(WriterTest, ManyRowStatementsKeepEveryRecordItsSessionAndColumns) {
     Writer w(db_, 4096);
-    uint32_t a = w.begin_session(row());
-    uint32_t b = w.begin_session(row());
+    uint32_t a = w.producer().begin_session(row());
+    uint32_t b = w.producer().begin_session(row());
     constexpr uint32_t kN = 1000;
     for (uint32_t i = 0; i < kN; i++) {
         Record r = rec(i % 7 == 3 ? b : a, static_cast<uint16_t>(0x300 + i % 16), i);
@@ -896,16 +899,16 @@ TEST_F(WriterTest, ManyRowStatementsKeepEveryRecordItsSessionAndColumns) {
         r.who_known = i % 4 != 1;
         r.task = r.who_known ? 0x5000 + i : 0;
         r.pcpu = r.who_known ? i % 2 : 0;
-        ASSERT_TRUE(w.push(r));
+        ASSERT_TRUE(w.producer().push(r));
         if (i == 37 || i == 38 || i == 500)
-            w.add_marker({a, "pause", -1, -1, -1, 1000 + i, "user", {}});
+            w.producer().add_marker({a, "pause", -1, -1, -1, 1000 + i, "user", {}});
     }
-    ASSERT_TRUE(w.flush());
+    ASSERT_TRUE(w.producer().flush());
     Db d = Db::open(db_, false);
     Stmt q(d.get(), "SELECT session_id, vcpu, rip, port, dir, value, status, t_trap_ns,"
                     " t_bus_begin_ns, t_bus_end_ns, t_resume_ns, task, pcpu FROM transactions"
                     " ORDER BY id");
-    int64_t ra = w.session_row(a, 0), rb = w.session_row(b, 0);
+    int64_t ra = w.producer().session_row(a, 0), rb = w.producer().session_row(b, 0);
     uint32_t i = 0;
     for (; q.step(); i++) {
         auto col = [&](int c) { return sqlite3_column_int64(q.get(), c); };
@@ -946,7 +949,7 @@ TEST_F(WriterTest, ManyRowStatementsKeepEveryRecordItsSessionAndColumns) {
 // has 16 KiB pages and no index beside the transactions' ids.
 TEST_F(WriterTest, TheWalIsCheckpointedOffTheWritersConnection) {
     Writer w(db_, 1 << 16);
-    uint32_t s = w.begin_session(row());
+    uint32_t s = w.producer().begin_session(row());
     // Over 2 * kAskPages pages of rows (about 60 bytes each).
     const uint32_t n = 2 * Checkpointer::kAskPages * 16384 / 50;
     for (uint32_t i = 0; i < n; i++) {
@@ -955,11 +958,11 @@ TEST_F(WriterTest, TheWalIsCheckpointedOffTheWritersConnection) {
         r.t_bus_begin_ns = r.t_trap_ns + 300;
         r.t_bus_end_ns = r.t_trap_ns + 600;
         r.t_resume_ns = r.t_trap_ns + 900;
-        while (!w.push(r))
+        while (!w.producer().push(r))
             std::this_thread::yield();
     }
-    ASSERT_TRUE(w.flush(60000));
-    EXPECT_GE(w.checkpoints(), 1u);
+    ASSERT_TRUE(w.producer().flush(60000));
+    EXPECT_GE(WriterTestPeer::checkpoints(w), 1u);
     auto wal = std::filesystem::path(db_ + "-wal");
     ASSERT_TRUE(std::filesystem::exists(wal));
     EXPECT_LE(std::filesystem::file_size(wal),
@@ -1040,22 +1043,22 @@ TEST(AccessGateTest, StorageWorkWaitsForTheAccessToEnd) {
 // CPU, it would otherwise be in the access's bus time.
 TEST_F(WriterTest, ABurstDoesNotBeginInsideAnAccess) {
     Writer w(db_, 64, 4096, Writer::kDefaultWriterNice, 5); // bursts 5 ms after the first record
-    uint32_t s = w.begin_session(row());
-    ASSERT_TRUE(w.flush());
+    uint32_t s = w.producer().begin_session(row());
+    ASSERT_TRUE(w.producer().flush());
     const uint64_t t0 = now_ns();
-    w.gate().enter();
+    w.producer().gate().enter();
     for (uint32_t i = 0; i < 8; i++)
-        ASSERT_TRUE(w.push(rec(s, 0x70, i)));
+        ASSERT_TRUE(w.producer().push(rec(s, 0x70, i)));
     std::this_thread::sleep_for(std::chrono::milliseconds(40)); // the burst fell due
     const uint64_t t1 = now_ns();
-    w.gate().leave();
+    w.producer().gate().leave();
     wait_committed(w, 8, std::chrono::seconds(10));
     EXPECT_EQ(w.committed(), 8u);
     // Waiting at the gate from the burst's due time (5 ms after the first
     // record at the earliest), the writer may go in after kMaxWaitNs: on a
     // loaded machine the sleep above can outlast that.
     const uint64_t may_begin = std::min<uint64_t>(t1, t0 + 5'000'000 + AccessGate::kMaxWaitNs);
-    auto runs = w.storage_runs(t0);
+    auto runs = WriterTestPeer::storage_runs(w, t0);
     ASSERT_FALSE(runs.empty());
     for (const auto& [begin, end] : runs)
         EXPECT_TRUE(end < t0 || begin >= may_begin)
@@ -1070,8 +1073,8 @@ TEST_F(WriterTest, AnAccessInFlightWhileTheWriterCommittedIsMarked) {
     Writer w(db_, 64);
     std::promise<ExtractResult> got;
     w.on_extract([&](const ExtractRequest&, ExtractResult& r) { got.set_value(r); });
-    uint32_t s = w.begin_session(row());
-    ASSERT_TRUE(w.flush()); // the session's row: a commit, long before t0
+    uint32_t s = w.producer().begin_session(row());
+    ASSERT_TRUE(w.producer().flush()); // the session's row: a commit, long before t0
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const uint64_t t0 = now_ns();
     auto at = [&](uint32_t value, uint64_t trap, uint64_t resume) {
@@ -1083,16 +1086,16 @@ TEST_F(WriterTest, AnAccessInFlightWhileTheWriterCommittedIsMarked) {
         return r;
     };
     // Ended in the quiet 20 ms above.
-    ASSERT_TRUE(w.push(at(1, t0 - 5000000, t0 - 1000000)));
-    ASSERT_TRUE(w.flush()); // a commit, between t0 and t1
+    ASSERT_TRUE(w.producer().push(at(1, t0 - 5000000, t0 - 1000000)));
+    ASSERT_TRUE(w.producer().flush()); // a commit, between t0 and t1
     const uint64_t t1 = now_ns();
-    ASSERT_TRUE(w.push(at(2, t0, t1)));         // in flight all along
-    ASSERT_TRUE(w.push(at(3, t1 + 1, t1 + 2))); // after it
-    ASSERT_TRUE(w.flush());
+    ASSERT_TRUE(w.producer().push(at(2, t0, t1)));         // in flight all along
+    ASSERT_TRUE(w.producer().push(at(3, t1 + 1, t1 + 2))); // after it
+    ASSERT_TRUE(w.producer().flush());
     EXPECT_EQ(scalar("SELECT storage_overlap FROM transactions WHERE value = 1"), 0);
     EXPECT_EQ(scalar("SELECT storage_overlap FROM transactions WHERE value = 2"), 1);
     EXPECT_EQ(scalar("SELECT storage_overlap FROM transactions WHERE value = 3"), 0);
-    w.request_extract(extract(s, 0x70, 0x70));
+    w.producer().request_extract(extract(s, 0x70, 0x70));
     auto f = got.get_future();
     ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
     ExtractResult r = f.get();
@@ -1122,10 +1125,10 @@ TEST_F(WriterTest, AnOlderFileKeepsItsPageSizeAndIndex) {
     EXPECT_EQ(scalar("PRAGMA page_size"), 4096);
     {
         Writer w(db_, 64);
-        uint32_t s = w.begin_session(row());
+        uint32_t s = w.producer().begin_session(row());
         for (uint32_t i = 0; i < 40; i++)
-            ASSERT_TRUE(w.push(rec(s, 0x3f8, i)));
-        ASSERT_TRUE(w.flush());
+            ASSERT_TRUE(w.producer().push(rec(s, 0x3f8, i)));
+        ASSERT_TRUE(w.producer().flush());
     }
     EXPECT_EQ(scalar("PRAGMA page_size"), 4096);
     EXPECT_EQ(scalar("SELECT count(*) FROM sqlite_master WHERE name = 'transactions_by_port'"), 1);
