@@ -201,6 +201,23 @@ bool busprof_host_ioports_permitted(const struct domain* d, unsigned int first, 
     return busprof_ranges_covers(&host_of(d)->ioports, first, last);
 }
 
+// MMIO (interface 1.3): the simulated machine has no device memory yet, so
+// every MMIO trap is refused (-EPERM: no iomem permission).
+bool busprof_host_is_hvm(const struct domain*) {
+    return true;
+}
+bool busprof_host_iomem_permitted(const struct domain*, uint64_t, uint64_t) {
+    return false;
+}
+bool busprof_host_mmio_direct(const struct domain*, uint64_t, uint64_t) {
+    return false;
+}
+int busprof_host_mmio_unmap(struct domain*, uint64_t, unsigned int, unsigned int* done) {
+    *done = 0;
+    return -EOPNOTSUPP;
+}
+void busprof_host_mmio_restore(struct domain*, uint64_t, unsigned int) {}
+
 // The simulator's one ioreq server has id 0 and is dom0's.
 int busprof_host_server_ready(struct domain* d, uint16_t ioservid, domid_t profiler) {
     auto* dom = host_of(d);

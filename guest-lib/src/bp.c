@@ -39,7 +39,10 @@ _Static_assert(BP_RECORD_CLOCK_SKEWED == XEN_BUSPROF_RECORD_CLOCK_SKEWED &&
                BP_RECORD_WHO == XEN_BUSPROF_RECORD_WHO &&
                BP_RECORD_STORAGE_OVERLAP == XEN_BUSPROF_RECORD_STORAGE_OVERLAP,
                "bp_record must match xen_busprof_record");
-_Static_assert(BP_INTERFACE_VERSION == XEN_BUSPROF_INTERFACE_VERSION,
+/* A minor bump of public/busprof.h keeps every layout this library uses. */
+_Static_assert((BP_INTERFACE_VERSION >> 16) ==
+                   (XEN_BUSPROF_INTERFACE_VERSION >> 16) &&
+               BP_INTERFACE_VERSION <= XEN_BUSPROF_INTERFACE_VERSION,
                "busprof.h describes another interface than public/busprof.h");
 
 /* How long bp_extract waits for the profiler in all. */

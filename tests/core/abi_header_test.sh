@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0-only
 # The public ABI header compiles on its own as C89, C99 and C++20 over the
 # installed Xen public headers, and its shared structures have the sizes the
-# ABI promises: the busprof page fits in one 4 KiB page, a record is 64 bytes.
+# ABI promises: the busprof page fits in one 4 KiB page (interface 1.3's
+# ctrl_span[] and ctrl_space[] included), a record is 64 bytes, a wide one 104.
 #
 # usage: abi_header_test.sh path/to/public/busprof.h [cc] [c++]
 set -u
@@ -26,6 +27,11 @@ typedef char page_fits_in_4k[sizeof(struct xen_busprof_page) <= 4096 ? 1 : -1];
 typedef char record_is_64_bytes[sizeof(struct xen_busprof_record) == 64 ? 1 : -1];
 typedef char ctrl_msg_is_8_aligned[sizeof(struct xen_busprof_ctrl_msg) % 8 == 0 ? 1 : -1];
 typedef char extract_is_8_aligned[sizeof(struct xen_busprof_extract) % 8 == 0 ? 1 : -1];
+typedef char wide_record_is_104_bytes[sizeof(struct xen_busprof_record_wide) == 104 ? 1 : -1];
+typedef char span_is_24_bytes[sizeof(struct xen_busprof_span) == 24 ? 1 : -1];
+typedef char extract_wide_is_8_aligned[sizeof(struct xen_busprof_extract_wide) % 8 == 0 ? 1 : -1];
+typedef char dom0_span_is_32_bytes[sizeof(struct xen_busprof_dom0_span) == 32 ? 1 : -1];
+typedef char query_mmio_is_8_aligned[sizeof(struct xen_busprof_query_mmio) % 8 == 0 ? 1 : -1];
 EOF
 cp "$tmp/alone.c" "$tmp/alone.cpp"
 cp "$tmp/sizes.c" "$tmp/sizes.cpp"

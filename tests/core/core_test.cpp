@@ -8,7 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 using testhost::host;
@@ -926,7 +929,7 @@ TEST_F(Core, UnknownSubOpsAreEOPNOTSUPP) {
     ready();
     uint8_t buf[512] = {};
     reinterpret_cast<domid_t*>(buf)[0] = kGuest;
-    for (unsigned cmd : {0u, 8u, 15u, 24u, 999u, 0xffffffffu}) {
+    for (unsigned cmd : {0u, 11u, 15u, 29u, 999u, 0xffffffffu}) {
         EXPECT_EQ(op(&dom0_v, cmd, buf), -EOPNOTSUPP) << "dom0, cmd " << cmd;
         EXPECT_EQ(op(&gv[0], cmd, buf), -EOPNOTSUPP) << "guest, cmd " << cmd;
     }
@@ -1406,16 +1409,18 @@ TEST_F(Extract, ReplyWithNonZeroPadOrUnknownFlagIsEINVAL) {
     ready();
     auto x = req();
     auto m = post(x);
-    auto recs = records(1);
-    for (int which = 0; which < 2; which++) {
+    std::vector<xen_busprof_record_wide> recs(1); // room for any form
+    for (int which = 0; which < 3; which++) {
         xen_busprof_extract_reply r{};
         r.domid = kGuest;
         r.request = m.seq;
         r.nr = 1;
-        if (which)
+        if (which == 0)
             r.pad1 = 1;
+        else if (which == 1)
+            r.flags = XEN_BUSPROF_REPLY_WIDE << 1; // the first flag no interface has
         else
-            r.flags = XEN_BUSPROF_REPLY_EXT << 1;
+            r.flags = XEN_BUSPROF_REPLY_EXT | XEN_BUSPROF_REPLY_WIDE; // two forms at once
         set_xen_guest_handle(r.records, recs.data());
         EXPECT_EQ(op(&dom0_v, XEN_BUSPROF_extract_reply, &r), -EINVAL) << "case " << which;
     }
@@ -1427,7 +1432,7 @@ TEST_F(Extract, ReplyWithNonZeroPadOrUnknownFlagIsEINVAL) {
 TEST_F(Core, VersionSubOpSaysTheInterfaceToAnyDomain) {
     EXPECT_EQ(op(&gv[0], XEN_BUSPROF_version, nullptr), XEN_BUSPROF_INTERFACE_VERSION);
     EXPECT_EQ(op(&dom0_v, XEN_BUSPROF_version, nullptr), XEN_BUSPROF_INTERFACE_VERSION);
-    EXPECT_EQ(XEN_BUSPROF_INTERFACE_VERSION, 0x00010002u);
+    EXPECT_EQ(XEN_BUSPROF_INTERFACE_VERSION, 0x00010003u);
 }
 
 class ExtractExt : public Extract {
@@ -1878,6 +1883,672 @@ TEST_F(Core, DomainDestroyFreesEverything) {
     // Destroying again, or an unconfigured domain, is harmless.
     busprof_domain_destroy(&guest);
     busprof_detach_domain(&guest);
+}
+
+// ====================================================== memory-mapped spans
+
+static_assert(sizeof(xen_busprof_page) <= 4096, "the busprof page is one frame");
+static_assert(offsetof(xen_busprof_page, ctrl_span) >
+                  offsetof(xen_busprof_page, who[XEN_BUSPROF_MAX_VCPUS - 1]),
+              "1.3 adds after who[], which keeps its place");
+
+constexpr uint64_t kPage = XEN_BUSPROF_MMIO_PAGE_SIZE;
+// The guest's BAR: 16 pages at 0xfe000000, frames from 0x80000 (iomem=).
+constexpr uint64_t kBar = 0xfe000000, kBarPages = 16, kBarMfn = 0x80000;
+// A page mapped directly but without iomem permission, and one Xen emulates.
+constexpr uint64_t kNoPerm = 0xfd000000, kEmulated = 0xfee00000;
+// A large BAR for the page limit: 300 pages at 0x1_0000_0000 (above 4 GiB).
+constexpr uint64_t kBig = 0x100000000, kBigPages = 300, kBigMfn = 0x90000;
+
+class Mmio : public Core {
+  protected:
+    void SetUp() override {
+        Core::SetUp();
+        testhost::give_iomem(kGuest, kBar >> 12, kBarMfn, kBarPages);
+        testhost::give_iomem(kGuest, kBig >> 12, kBigMfn, kBigPages);
+        testhost::give_iomem(kGuest, kEmulated >> 12, 0xfee00, 1);
+        host().emulated[kGuest] = {kEmulated >> 12};
+        // Mapped, but no iomem permission for its frame.
+        host().configured[kGuest][kNoPerm >> 12] = 0x70000;
+        host().p2m[kGuest][kNoPerm >> 12] = 0x70000;
+    }
+
+    void TearDown() override {
+        busprof_domain_destroy(&guest);
+        EXPECT_EQ(testhost::mapping_error(kGuest, {}), "") << "after the domain's destruction";
+        Core::TearDown();
+    }
+
+    static xen_busprof_span span(uint64_t first, uint64_t last,
+                                 uint32_t space = XEN_BUSPROF_SPACE_MMIO) {
+        xen_busprof_span s{};
+        s.first = first;
+        s.last = last;
+        s.space = space;
+        return s;
+    }
+    // n pages from gpa.
+    static xen_busprof_span pages(uint64_t gpa, uint64_t n) {
+        return span(gpa, gpa + n * kPage - 1);
+    }
+
+    long mstart(xen_busprof_span s, unsigned vcpu = 0) {
+        return op(&gv[vcpu], XEN_BUSPROF_start_trap_span, &s);
+    }
+    long mstop(xen_busprof_span s, unsigned vcpu = 0) {
+        return op(&gv[vcpu], XEN_BUSPROF_stop_trap_span, &s);
+    }
+    long dom0_span(unsigned cmd, xen_busprof_span s, domid_t domid = kGuest) {
+        xen_busprof_dom0_span d{};
+        d.domid = domid;
+        d.span = s;
+        return op(&dom0_v, cmd, &d);
+    }
+    long mallow(xen_busprof_span s) { return dom0_span(XEN_BUSPROF_policy_allow_span, s); }
+    long mrevoke(xen_busprof_span s) { return dom0_span(XEN_BUSPROF_policy_revoke_span, s); }
+
+    xen_busprof_query_mmio mquery() {
+        xen_busprof_query_mmio q;
+        std::memset(&q, 0xee, sizeof(q));
+        q.domid = kGuest;
+        std::memset(q.pad, 0, sizeof(q.pad));
+        EXPECT_EQ(op(&dom0_v, XEN_BUSPROF_query_mmio, &q), 0);
+        return q;
+    }
+
+    // The mapping invariant against the core's own table of traps.
+    std::string mapping() {
+        auto q = mquery();
+        std::vector<std::pair<uint64_t, uint64_t>> t;
+        for (unsigned i = 0; i < q.nr_traps; i++)
+            t.emplace_back(q.traps[i].first, q.traps[i].last);
+        return testhost::mapping_error(kGuest, t);
+    }
+    bool mapped(uint64_t gpa) { return host().p2m[kGuest].count(gpa >> 12) != 0; }
+
+    // The span of message m, as the profiler reads it.
+    std::pair<uint64_t, uint64_t> msg_span(const xen_busprof_ctrl_msg& m) {
+        auto* pg = page();
+        unsigned i = (m.seq - 1) % XEN_BUSPROF_CTRL_RING_SIZE; // the ring starts at seq 1
+        return {pg->ctrl_span[i].first, pg->ctrl_span[i].last};
+    }
+
+    // Ports and the BAR in policy, a 1.3 profiler attached.
+    void mready() {
+        ready();
+        ASSERT_EQ(mallow(pages(kBar, kBarPages)), 0);
+        ASSERT_EQ(mallow(pages(kNoPerm, 1)), 0);
+        ASSERT_EQ(mallow(pages(kEmulated, 1)), 0);
+        ASSERT_EQ(mallow(pages(kBig, kBigPages)), 0);
+        consume();
+    }
+
+    // A profiler of interface 1.2, which knows nothing of MMIO.
+    long attach_12() {
+        xen_busprof_attach a{};
+        a.domid = kGuest;
+        a.ioservid = kIoserv;
+        a.version = 0x00010002;
+        return op(&dom0_v, XEN_BUSPROF_attach, &a);
+    }
+
+    bool mroutes(uint64_t gpa, unsigned size) {
+        return busprof_route_mmio(&guest, gpa, size, nullptr);
+    }
+};
+
+TEST_F(Mmio, StartTrapSpanRefusesEachCaseWithItsOwnErrnoAndMapsNothing) {
+    mready();
+    auto unknown_space = pages(kBar, 1);
+    unknown_space.space = 2;
+    auto flagged = pages(kBar, 1);
+    flagged.flags = 1;
+    struct Case {
+        const char* what;
+        xen_busprof_span s;
+        long rc;
+    } cases[] = {
+        {"first not page-aligned", span(kBar + 4, kBar + kPage - 1), -EINVAL},
+        {"last + 1 not page-aligned", span(kBar, kBar + kPage - 2), -EINVAL},
+        {"first above last", span(kBar + kPage, kBar + kPage - 1), -EINVAL},
+        {"above 52 bits", pages(1ull << 52, 1), -EINVAL},
+        {"unknown space", unknown_space, -EINVAL},
+        {"non-zero flags", flagged, -EINVAL},
+        {"outside the policy", pages(kBar + kBarPages * kPage, 1), -EPERM},
+        {"no iomem permission", pages(kNoPerm, 1), -EPERM},
+        {"emulated by Xen", pages(kEmulated, 1), -EXDEV},
+        {"more pages than the limit", pages(kBig, XEN_BUSPROF_MAX_MMIO_PAGES + 1), -ENOSPC},
+    };
+    for (const auto& c : cases) {
+        EXPECT_EQ(mstart(c.s), c.rc) << c.what;
+        EXPECT_EQ(dom0_span(XEN_BUSPROF_trap_span, c.s), c.rc) << "dom0: " << c.what;
+    }
+    EXPECT_EQ(host().unmap_calls, 0u);
+    EXPECT_TRUE(pending().empty());
+    EXPECT_EQ(mapping(), "");
+    EXPECT_EQ(mquery().nr_traps, 0u);
+}
+
+TEST_F(Mmio, StartTrapSpanOverlappingALiveTrapIsEEXIST) {
+    mready();
+    ASSERT_EQ(mstart(pages(kBar, 4)), 0);
+    EXPECT_EQ(mstart(pages(kBar + 3 * kPage, 2)), -EEXIST);
+    EXPECT_EQ(mstart(pages(kBar, 4)), -EEXIST);
+    EXPECT_EQ(mstart(pages(kBar + 4 * kPage, 1)), 0); // adjacent is fine
+    EXPECT_EQ(mapping(), "");
+    EXPECT_EQ(mquery().nr_pages, 5u);
+}
+
+TEST_F(Mmio, PagesBeyondTheLimitAcrossSpansAreENOSPC) {
+    mready();
+    ASSERT_EQ(mstart(pages(kBig, XEN_BUSPROF_MAX_MMIO_PAGES - 1)), 0);
+    EXPECT_EQ(mstart(pages(kBar, 2)), -ENOSPC);
+    EXPECT_EQ(mstart(pages(kBar, 1)), 0); // exactly the limit
+    EXPECT_EQ(mquery().nr_pages, static_cast<uint32_t>(XEN_BUSPROF_MAX_MMIO_PAGES));
+    EXPECT_EQ(mapping(), "");
+}
+
+TEST_F(Mmio, SeventeenthSpanIsENOSPC) {
+    mready();
+    for (unsigned i = 0; i < XEN_BUSPROF_MAX_RANGES; i++)
+        ASSERT_EQ(mstart(pages(kBig + 2 * i * kPage, 1)), 0) << i;
+    EXPECT_EQ(mstart(pages(kBar, 1)), -ENOSPC);
+    EXPECT_EQ(mapping(), "");
+}
+
+TEST_F(Mmio, APvDomainIsEOPNOTSUPP) {
+    mready();
+    host().pv[kGuest] = true;
+    EXPECT_EQ(mstart(pages(kBar, 1)), -EOPNOTSUPP);
+    EXPECT_EQ(dom0_span(XEN_BUSPROF_trap_span, pages(kBar, 1)), -EOPNOTSUPP);
+    EXPECT_EQ(mapping(), "");
+}
+
+TEST_F(Mmio, WithoutAProfilerOrWithA12ProfilerIsENXIO) {
+    ASSERT_EQ(mallow(pages(kBar, kBarPages)), 0);
+    EXPECT_EQ(mstart(pages(kBar, 1)), -ENXIO);
+    ASSERT_EQ(attach_12(), 0);
+    EXPECT_EQ(mstart(pages(kBar, 1)), -ENXIO);
+    EXPECT_EQ(host().unmap_calls, 0u);
+    EXPECT_EQ(mapping(), "");
+}
+
+TEST_F(Mmio, TheHostsServerCheckFailsTheStartBeforeAnythingIsUnmapped) {
+    mready();
+    host().server_rc = -ENXIO;
+    EXPECT_EQ(mstart(pages(kBar, 2)), -ENXIO);
+    EXPECT_EQ(host().unmap_calls, 0u);
+    EXPECT_EQ(mapping(), "");
+}
+
+TEST_F(Mmio, StartUnmapsThePagesAndStopMapsTheSameFramesBack) {
+    mready();
+    ASSERT_EQ(mstart(pages(kBar + kPage, 2), 2), 0);
+    EXPECT_TRUE(mapped(kBar));
+    EXPECT_FALSE(mapped(kBar + kPage));
+    EXPECT_FALSE(mapped(kBar + 2 * kPage));
+    EXPECT_TRUE(mapped(kBar + 3 * kPage));
+    EXPECT_EQ(mapping(), "");
+    auto q = mquery();
+    ASSERT_EQ(q.nr_traps, 1u);
+    EXPECT_EQ(q.traps[0].first, kBar + kPage);
+    EXPECT_EQ(q.traps[0].last, kBar + 3 * kPage - 1);
+    EXPECT_EQ(q.nr_pages, 2u);
+
+    auto m = consume();
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].kind, XEN_BUSPROF_CTRL_start_trap);
+    EXPECT_EQ(m[0].flags, XEN_BUSPROF_CTRL_WIDE);
+    EXPECT_EQ(m[0].vcpu, 2);
+    EXPECT_EQ(m[0].first, 0);
+    EXPECT_EQ(m[0].last, 0);
+    EXPECT_EQ(msg_span(m[0]), std::make_pair(kBar + kPage, kBar + 3 * kPage - 1));
+    EXPECT_EQ(page()->ctrl_space[(m[0].seq - 1) % XEN_BUSPROF_CTRL_RING_SIZE],
+              XEN_BUSPROF_SPACE_MMIO);
+
+    EXPECT_EQ(mstop(pages(kBar + kPage, 1)), -ENOENT); // not the span started
+    ASSERT_EQ(mstop(pages(kBar + kPage, 2)), 0);
+    EXPECT_TRUE(mapped(kBar + kPage));
+    EXPECT_EQ(host().p2m[kGuest][(kBar + kPage) >> 12], kBarMfn + 1);
+    EXPECT_EQ(mapping(), "");
+    EXPECT_EQ(mquery().nr_pages, 0u);
+    m = consume();
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].kind, XEN_BUSPROF_CTRL_stop_trap);
+    EXPECT_EQ(m[0].flags, XEN_BUSPROF_CTRL_WIDE);
+    EXPECT_EQ(msg_span(m[0]), std::make_pair(kBar + kPage, kBar + 3 * kPage - 1));
+    EXPECT_EQ(mstop(pages(kBar + kPage, 2)), -ENOENT);
+}
+
+TEST_F(Mmio, AnUnmapThatFailsPartWayRestoresWhatItUnmappedAndFailsTheStart) {
+    mready();
+    host().unmap_fail_after = 3;
+    EXPECT_EQ(mstart(pages(kBar, 8)), -ENOMEM);
+    EXPECT_EQ(mapping(), "");
+    for (uint64_t i = 0; i < 8; i++)
+        EXPECT_EQ(host().p2m[kGuest][(kBar >> 12) + i], kBarMfn + i) << i;
+    EXPECT_EQ(mquery().nr_traps, 0u);
+    EXPECT_TRUE(pending().empty());
+    EXPECT_FALSE(mroutes(kBar, 4));
+    // And one that fails at once leaves nothing to restore.
+    host().unmap_fail_after = 0;
+    EXPECT_EQ(mstart(pages(kBar, 8)), -ENOMEM);
+    EXPECT_EQ(mapping(), "");
+    host().unmap_fail_after = -1;
+    EXPECT_EQ(mstart(pages(kBar, 8)), 0);
+    EXPECT_EQ(mapping(), "");
+}
+
+TEST_F(Mmio, DetachMapsEveryTrappedPageBack) {
+    mready();
+    ASSERT_EQ(mstart(pages(kBar, 2)), 0);
+    ASSERT_EQ(mstart(pages(kBig, 100)), 0);
+    ASSERT_EQ(detach(), 0);
+    EXPECT_EQ(mapping(), "");
+    EXPECT_EQ(mquery().nr_traps, 0u);
+    EXPECT_EQ(mquery().nr_pages, 0u);
+    EXPECT_EQ(mquery().nr_policy, 4u); // the policy stays
+    EXPECT_TRUE(mapped(kBar));
+    EXPECT_TRUE(mapped(kBig + 99 * kPage));
+}
+
+TEST_F(Mmio, DestroyMapsEveryTrappedPageBack) {
+    mready();
+    ASSERT_EQ(mstart(pages(kBar, 3)), 0);
+    busprof_domain_destroy(&guest);
+    EXPECT_EQ(testhost::mapping_error(kGuest, {}), "");
+    EXPECT_TRUE(mapped(kBar + 2 * kPage));
+}
+
+TEST_F(Mmio, RevokeDropsTheTrapsOutsideThePolicyAndMapsThemBack) {
+    mready();
+    ASSERT_EQ(mstart(pages(kBar, 2)), 0);
+    ASSERT_EQ(mstart(pages(kBar + 4 * kPage, 2)), 0);
+    consume();
+    EXPECT_EQ(mrevoke(span(kBar + 4 * kPage + 4, kBar + 5 * kPage - 1)), -EINVAL); // unaligned
+    ASSERT_EQ(mrevoke(pages(kBar + 5 * kPage, 1)), 0);
+    EXPECT_EQ(mapping(), "");
+    auto q = mquery();
+    ASSERT_EQ(q.nr_traps, 1u);
+    EXPECT_EQ(q.traps[0].first, kBar);
+    EXPECT_TRUE(mapped(kBar + 4 * kPage));
+    EXPECT_TRUE(mapped(kBar + 5 * kPage));
+    auto m = consume();
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].kind, XEN_BUSPROF_CTRL_stop_trap);
+    EXPECT_EQ(m[0].flags, XEN_BUSPROF_CTRL_FROM_DOM0 | XEN_BUSPROF_CTRL_WIDE);
+    EXPECT_EQ(msg_span(m[0]), std::make_pair(kBar + 4 * kPage, kBar + 6 * kPage - 1));
+    // The policy was split around the revoked page.
+    EXPECT_EQ(mstart(pages(kBar + 5 * kPage, 1)), -EPERM);
+    EXPECT_EQ(mstart(pages(kBar + 6 * kPage, 1)), 0);
+}
+
+TEST_F(Mmio, ATimeoutOfAnMmioAccessSaysItsSpanAndMapsEveryPageBack) {
+    mready();
+    ASSERT_EQ(mstart(pages(kBar, 2)), 0);
+    ASSERT_EQ(start(0x3f8, 0x3ff), 0);
+    consume();
+    busprof_mmio_access_timeout(&gv[1], kBar + 0x10, 8);
+    EXPECT_EQ(mapping(), "");
+    EXPECT_FALSE(mroutes(kBar, 4));
+    EXPECT_FALSE(routes(0x3f8));
+    auto m = freed_page_pending();
+    ASSERT_EQ(m.size(), 2u);
+    EXPECT_EQ(m[0].kind, XEN_BUSPROF_CTRL_timeout);
+    EXPECT_EQ(m[0].vcpu, 1);
+    EXPECT_EQ(m[0].flags, XEN_BUSPROF_CTRL_WIDE);
+    EXPECT_EQ(m[0].first, 0);
+    unsigned i = (m[0].seq - 1) % XEN_BUSPROF_CTRL_RING_SIZE;
+    EXPECT_EQ(freed_page()->ctrl_span[i].first, kBar + 0x10);
+    EXPECT_EQ(freed_page()->ctrl_span[i].last, kBar + 0x17);
+    EXPECT_EQ(freed_page()->ctrl_space[i], XEN_BUSPROF_SPACE_MMIO);
+    EXPECT_EQ(m[1].kind, XEN_BUSPROF_CTRL_detach);
+    EXPECT_EQ(query().timeouts, 1u);
+}
+
+TEST_F(Mmio, AccessesAreRoutedOnlyWhollyInsideTheTrappedPages) {
+    mready();
+    ASSERT_EQ(mstart(pages(kBar + kPage, 2)), 0);
+    ASSERT_EQ(mstart(pages(kBar + 3 * kPage, 1)), 0); // adjacent
+    const uint64_t end = kBar + 4 * kPage;
+    EXPECT_TRUE(mroutes(kBar + kPage, 1));
+    EXPECT_TRUE(mroutes(kBar + kPage, 8));
+    EXPECT_TRUE(mroutes(end - 8, 8));
+    EXPECT_TRUE(mroutes(kBar + 3 * kPage - 4, 8)); // across two adjacent spans
+    EXPECT_FALSE(mroutes(kBar + kPage - 1, 1));    // the page before
+    EXPECT_FALSE(mroutes(kBar + kPage - 4, 8));    // straddles the first page
+    EXPECT_FALSE(mroutes(end - 4, 8));             // straddles the end
+    EXPECT_FALSE(mroutes(end, 1));
+    for (unsigned size : {0u, 3u, 5u, 16u})
+        EXPECT_FALSE(mroutes(kBar + kPage, size)) << size;
+    EXPECT_FALSE(mroutes(~0ull - 3, 8)); // no wrap-around
+    // Ports are another space: the same numbers are not trapped ports.
+    EXPECT_FALSE(busprof_pio_trapped(&guest, 0x3f8, 1));
+
+    struct busprof_route r {};
+    ASSERT_TRUE(busprof_route_mmio_access(&gv[3], kBar + kPage + 8, 4, 0xabc, 0x5000, &r));
+    EXPECT_EQ(r.ioservid, kIoserv);
+    EXPECT_EQ(r.profiler, 0);
+    EXPECT_EQ(page()->stamp[3].seq, 1u);
+    EXPECT_EQ(page()->stamp[3].rip, 0xabcu);
+    EXPECT_EQ(page()->who[3].task, 0x5000u);
+    EXPECT_EQ(query().trapped, 1u);
+    EXPECT_FALSE(busprof_route_mmio_access(&gv[3], kBar, 4, 0xabc, 0x5000, &r));
+    EXPECT_EQ(page()->stamp[3].seq, 1u);
+
+    ASSERT_EQ(mstop(pages(kBar + kPage, 2)), 0);
+    EXPECT_FALSE(mroutes(kBar + kPage, 4));
+    EXPECT_TRUE(mroutes(kBar + 3 * kPage, 4));
+}
+
+TEST_F(Mmio, Dom0TrapSpanHasTheGuestsChecksAndSaysWhoDidIt) {
+    mready();
+    EXPECT_EQ(dom0_span(XEN_BUSPROF_trap_span, pages(kBar, 2)), 0);
+    EXPECT_EQ(mapping(), "");
+    EXPECT_TRUE(mroutes(kBar, 4));
+    auto m = consume();
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].flags, XEN_BUSPROF_CTRL_FROM_DOM0 | XEN_BUSPROF_CTRL_WIDE);
+    EXPECT_EQ(m[0].vcpu, 0);
+    EXPECT_EQ(mstart(pages(kBar, 1)), -EEXIST);
+    // One table: the guest may stop dom0's trap.
+    EXPECT_EQ(mstop(pages(kBar, 2)), 0);
+    EXPECT_EQ(dom0_span(XEN_BUSPROF_untrap_span, pages(kBar, 2)), -ENOENT);
+    xen_busprof_dom0_span d{};
+    d.domid = kGuest;
+    d.pad[1] = 1;
+    d.span = pages(kBar, 1);
+    EXPECT_EQ(op(&dom0_v, XEN_BUSPROF_trap_span, &d), -EINVAL);
+    EXPECT_EQ(op(&dom0_v, XEN_BUSPROF_policy_allow_span, &d), -EINVAL);
+    EXPECT_EQ(mapping(), "");
+}
+
+TEST_F(Mmio, APortSpanIsThe12SubOpOnItsPorts) {
+    ASSERT_EQ(mallow(span(0x3f8, 0x3ff, XEN_BUSPROF_SPACE_PIO)), 0);
+    EXPECT_EQ(mallow(span(0x3f8, 0x10000, XEN_BUSPROF_SPACE_PIO)), -EINVAL);
+    ASSERT_EQ(attach(), 0);
+    consume();
+    auto q = query();
+    ASSERT_EQ(q.nr_policy, 1u);
+    EXPECT_EQ(mquery().nr_policy, 0u); // not the MMIO table
+    ASSERT_EQ(mstart(span(0x3f8, 0x3fb, XEN_BUSPROF_SPACE_PIO)), 0);
+    EXPECT_TRUE(routes(0x3f9));
+    EXPECT_EQ(query().nr_traps, 1u);
+    EXPECT_EQ(mquery().nr_traps, 0u);
+    auto m = consume();
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].flags, 0); // a port message, as a 1.2 profiler reads it
+    EXPECT_EQ(m[0].first, 0x3f8);
+    EXPECT_EQ(m[0].last, 0x3fb);
+    EXPECT_EQ(stop(0x3f8, 0x3fb), 0);
+    EXPECT_EQ(dom0_span(XEN_BUSPROF_trap_span, span(0x3fc, 0x3ff, XEN_BUSPROF_SPACE_PIO)), 0);
+    EXPECT_TRUE(routes(0x3fc));
+    EXPECT_EQ(mstop(span(0x3fc, 0x3ff, XEN_BUSPROF_SPACE_PIO)), 0);
+    EXPECT_FALSE(routes(0x3fc));
+    ASSERT_EQ(mrevoke(span(0x3f8, 0x3ff, XEN_BUSPROF_SPACE_PIO)), 0);
+    EXPECT_EQ(query().nr_policy, 0u);
+}
+
+TEST_F(Mmio, QueryMmioReportsPolicyTrapsAndPages) {
+    auto q = mquery(); // never configured
+    EXPECT_EQ(q.nr_policy, 0u);
+    EXPECT_EQ(q.nr_traps, 0u);
+    EXPECT_EQ(q.policy[0].first, 0u); // every OUT field written
+    mready();
+    ASSERT_EQ(mallow(pages(kBar + kBarPages * kPage, 1)), 0); // merges with the BAR
+    ASSERT_EQ(mstart(pages(kBar, 3)), 0);
+    q = mquery();
+    EXPECT_EQ(q.nr_policy, 4u);
+    EXPECT_EQ(q.policy[1].first, kBar); // sorted: kNoPerm, kBar, kEmulated, kBig
+    EXPECT_EQ(q.policy[1].last, kBar + (kBarPages + 1) * kPage - 1);
+    EXPECT_EQ(q.nr_traps, 1u);
+    EXPECT_EQ(q.nr_pages, 3u);
+    xen_busprof_query_mmio bad{};
+    bad.domid = kGuest;
+    bad.pad[2] = 1;
+    EXPECT_EQ(op(&dom0_v, XEN_BUSPROF_query_mmio, &bad), -EINVAL);
+}
+
+TEST_F(Mmio, AProfilerOf12IsSentOnlyPortMessages) {
+    // A 1.2 profiler attaches and traps ports as before: nothing it reads
+    // changed, and no message is WIDE.
+    ready();
+    ASSERT_EQ(detach(), 0);
+    ASSERT_EQ(attach_12(), 0);
+    EXPECT_EQ(page()->version, static_cast<uint32_t>(XEN_BUSPROF_INTERFACE_VERSION));
+    ASSERT_EQ(mallow(pages(kBar, 1)), 0);
+    EXPECT_EQ(mstart(pages(kBar, 1)), -ENXIO);
+    ASSERT_EQ(start(0x3f8, 0x3ff, 1), 0);
+    EXPECT_TRUE(routes(0x3f8));
+    busprof_access_timeout(&gv[1], 0x3f8);
+    auto m = freed_page_pending();
+    ASSERT_EQ(m.size(), 3u);
+    for (const auto& msg : m)
+        EXPECT_EQ(msg.flags & XEN_BUSPROF_CTRL_WIDE, 0) << msg.kind;
+    EXPECT_EQ(m[0].kind, XEN_BUSPROF_CTRL_start_trap);
+    EXPECT_EQ(m[0].first, 0x3f8);
+    EXPECT_EQ(m[1].kind, XEN_BUSPROF_CTRL_timeout);
+    EXPECT_EQ(m[1].first, 0x3f8);
+    for (const auto& sp : freed_page()->ctrl_span)
+        EXPECT_EQ(sp.first | sp.last, 0u);
+}
+
+// -------------------------------------------------------------- wide extract
+
+class ExtractWide : public Mmio {
+  protected:
+    std::vector<xen_busprof_record_wide> wbuf;
+    std::vector<xen_busprof_record> pbuf;
+
+    void SetUp() override {
+        Mmio::SetUp();
+        wbuf.resize(8);
+        pbuf.resize(8);
+        std::memset(wbuf.data(), 0xaa, wbuf.size() * sizeof(wbuf[0]));
+        std::memset(pbuf.data(), 0xaa, pbuf.size() * sizeof(pbuf[0]));
+    }
+
+    xen_busprof_extract_wide wreq(xen_busprof_span s, uint32_t nr = 4) {
+        xen_busprof_extract_wide x{};
+        x.span = s;
+        x.nr = nr;
+        set_xen_guest_handle(x.buffer, wbuf.data());
+        return x;
+    }
+    long wextract(xen_busprof_extract_wide& x) { return op(&gv[0], XEN_BUSPROF_extract_wide, &x); }
+
+    // MMIO records of 8-byte values, and one port record.
+    static std::vector<xen_busprof_record_wide> wrecords() {
+        std::vector<xen_busprof_record_wide> r(3);
+        for (unsigned i = 0; i < 2; i++) {
+            r[i] = {};
+            r[i].ext.rec.id = 200 + i;
+            r[i].ext.rec.size = 8;
+            r[i].ext.rec.flags = XEN_BUSPROF_RECORD_WHO;
+            r[i].ext.rec.port = 0x1234; // Xen makes it 0
+            r[i].ext.task = 0x7000 + i;
+            r[i].ext.pcpu = 2;
+            r[i].addr = kBar + 8 * i;
+            r[i].value = 0x1122334455667788ull + i;
+            r[i].space = XEN_BUSPROF_SPACE_MMIO;
+        }
+        r[2] = {};
+        r[2].ext.rec.id = 202;
+        r[2].ext.rec.size = 1;
+        r[2].addr = 0x3f8;
+        r[2].value = 0x41;
+        r[2].space = XEN_BUSPROF_SPACE_PIO;
+        return r;
+    }
+
+    long reply(uint64_t request, void* recs, uint32_t nr, uint16_t flags) {
+        xen_busprof_extract_reply r{};
+        r.domid = kGuest;
+        r.flags = flags;
+        r.request = request;
+        r.nr = nr;
+        r.total = nr;
+        r.snapshot = 9;
+        set_xen_guest_handle(r.records, recs);
+        return op(&dom0_v, XEN_BUSPROF_extract_reply, &r);
+    }
+};
+
+TEST_F(ExtractWide, AnMmioRequestIsAWideMessageAndItsWideAnswerArrivesWhole) {
+    mready();
+    auto x = wreq(span(kBar, kBar + 0xff)); // any bounds, not only pages
+    EXPECT_EQ(wextract(x), -EAGAIN);
+    auto m = consume();
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].kind, XEN_BUSPROF_CTRL_extract);
+    EXPECT_EQ(m[0].flags, XEN_BUSPROF_CTRL_WIDE);
+    EXPECT_EQ(m[0].nr, 4u);
+    EXPECT_EQ(msg_span(m[0]), std::make_pair(kBar, kBar + 0xff));
+    auto recs = wrecords();
+    ASSERT_EQ(reply(m[0].seq, recs.data(), 2, XEN_BUSPROF_REPLY_WIDE), 0);
+    ASSERT_EQ(wextract(x), 0);
+    EXPECT_EQ(x.nr, 2u);
+    EXPECT_EQ(x.total, 2u);
+    EXPECT_EQ(x.snapshot, 9u);
+    for (unsigned i = 0; i < 2; i++) {
+        EXPECT_EQ(wbuf[i].addr, kBar + 8 * i);
+        EXPECT_EQ(wbuf[i].value, 0x1122334455667788ull + i);
+        EXPECT_EQ(wbuf[i].space, XEN_BUSPROF_SPACE_MMIO);
+        EXPECT_EQ(wbuf[i].ext.rec.port, 0) << "an MMIO record has no port";
+        EXPECT_EQ(wbuf[i].ext.rec.value, 0x55667788u + i) << "the low 32 bits";
+        EXPECT_EQ(wbuf[i].ext.task, 0x7000u + i);
+        EXPECT_EQ(wbuf[i].ext.rec.size, 8);
+    }
+    std::vector<uint8_t> aa(sizeof(wbuf[2]), 0xaa);
+    EXPECT_EQ(std::memcmp(&wbuf[2], aa.data(), aa.size()), 0);
+}
+
+TEST_F(ExtractWide, APortRequestIsA12MessageAndAnOlderAnswerIsWidened) {
+    mready();
+    auto x = wreq(span(0x3f8, 0x3ff, XEN_BUSPROF_SPACE_PIO));
+    EXPECT_EQ(wextract(x), -EAGAIN);
+    auto m = consume();
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].flags, 0);
+    EXPECT_EQ(m[0].first, 0x3f8);
+    EXPECT_EQ(m[0].last, 0x3ff);
+    std::vector<xen_busprof_record> plain(2);
+    for (unsigned i = 0; i < 2; i++) {
+        plain[i] = {};
+        plain[i].id = 300 + i;
+        plain[i].port = 0x3f8 + i;
+        plain[i].value = 0x60 + i;
+        plain[i].size = 1;
+        plain[i].flags = XEN_BUSPROF_RECORD_WHO; // a plain record cannot say who
+    }
+    ASSERT_EQ(reply(m[0].seq, plain.data(), 2, 0), 0);
+    ASSERT_EQ(wextract(x), 0);
+    ASSERT_EQ(x.nr, 2u);
+    for (unsigned i = 0; i < 2; i++) {
+        EXPECT_EQ(wbuf[i].ext.rec.id, 300u + i);
+        EXPECT_EQ(wbuf[i].addr, 0x3f8u + i);
+        EXPECT_EQ(wbuf[i].value, 0x60u + i);
+        EXPECT_EQ(wbuf[i].space, XEN_BUSPROF_SPACE_PIO);
+        EXPECT_EQ(wbuf[i].ext.rec.flags, 0);
+        EXPECT_EQ(wbuf[i].ext.task, 0u);
+        EXPECT_EQ(wbuf[i].pad, 0u);
+    }
+}
+
+TEST_F(ExtractWide, AWideAnswerReachesOlderCallersInTheirForms) {
+    mready();
+    auto recs = wrecords();
+    // Plain: the 64-byte record, no who.
+    xen_busprof_extract x{};
+    x.first = 0;
+    x.last = 0xffff;
+    x.nr = 4;
+    set_xen_guest_handle(x.buffer, pbuf.data());
+    ASSERT_EQ(op(&gv[0], XEN_BUSPROF_extract, &x), -EAGAIN);
+    auto m = consume();
+    ASSERT_EQ(m.size(), 1u);
+    ASSERT_EQ(reply(m[0].seq, recs.data(), 3, XEN_BUSPROF_REPLY_WIDE), 0);
+    ASSERT_EQ(op(&gv[0], XEN_BUSPROF_extract, &x), 0);
+    ASSERT_EQ(x.nr, 3u);
+    EXPECT_EQ(pbuf[0].port, 0);
+    EXPECT_EQ(pbuf[0].value, 0x55667788u);
+    EXPECT_EQ(pbuf[0].flags, 0);
+    EXPECT_EQ(pbuf[1].id, 201u);
+    EXPECT_EQ(pbuf[2].port, 0x3f8);
+    EXPECT_EQ(pbuf[2].value, 0x41u);
+    std::vector<uint8_t> aa(sizeof(pbuf[3]), 0xaa);
+    EXPECT_EQ(std::memcmp(&pbuf[3], aa.data(), aa.size()), 0);
+
+    // Ext: the 80-byte record, who kept.
+    std::vector<xen_busprof_record_ext> ebuf(4);
+    xen_busprof_extract_ext e{};
+    e.first = 0;
+    e.last = 0xffff;
+    e.nr = 4;
+    set_xen_guest_handle(e.buffer, ebuf.data());
+    ASSERT_EQ(op(&gv[0], XEN_BUSPROF_extract_ext, &e), -EAGAIN);
+    m = consume();
+    ASSERT_EQ(m.size(), 1u);
+    ASSERT_EQ(reply(m[0].seq, recs.data(), 3, XEN_BUSPROF_REPLY_WIDE), 0);
+    ASSERT_EQ(op(&gv[0], XEN_BUSPROF_extract_ext, &e), 0);
+    ASSERT_EQ(e.nr, 3u);
+    EXPECT_EQ(ebuf[1].task, 0x7001u);
+    EXPECT_EQ(ebuf[1].rec.flags, XEN_BUSPROF_RECORD_WHO);
+    EXPECT_EQ(ebuf[1].rec.value, 0x55667789u);
+    EXPECT_EQ(ebuf[2].rec.port, 0x3f8);
+}
+
+TEST_F(ExtractWide, AWideAnswerWithAnUnknownSpaceOrAddressIsEINVAL) {
+    mready();
+    auto x = wreq(span(kBar, kBar + kPage - 1));
+    EXPECT_EQ(wextract(x), -EAGAIN);
+    auto m = consume();
+    ASSERT_EQ(m.size(), 1u);
+    auto recs = wrecords();
+    recs[1].space = 7;
+    EXPECT_EQ(reply(m[0].seq, recs.data(), 2, XEN_BUSPROF_REPLY_WIDE), -EINVAL);
+    recs = wrecords();
+    recs[2].addr = 0x10000; // not a port
+    EXPECT_EQ(reply(m[0].seq, recs.data(), 3, XEN_BUSPROF_REPLY_WIDE), -EINVAL);
+    EXPECT_EQ(wextract(x), -EAGAIN); // the request still waits
+}
+
+TEST_F(ExtractWide, BadRequestsAreEINVALAndAnMmioOneNeedsA13Profiler) {
+    mready();
+    auto x = wreq(span(kBar + 1, kBar));
+    EXPECT_EQ(wextract(x), -EINVAL);
+    x = wreq(span(0x3f8, 0x10000, XEN_BUSPROF_SPACE_PIO));
+    EXPECT_EQ(wextract(x), -EINVAL);
+    x = wreq(span(kBar, kBar + 7));
+    x.pad = 1;
+    EXPECT_EQ(wextract(x), -EINVAL);
+    x = wreq(span(kBar, kBar + 7), XEN_BUSPROF_EXTRACT_MAX + 1);
+    EXPECT_EQ(wextract(x), -EINVAL);
+    x = wreq(span(kBar, kBar + 7));
+    x.span.space = 2;
+    EXPECT_EQ(wextract(x), -EINVAL);
+    EXPECT_TRUE(pending().empty());
+
+    ASSERT_EQ(detach(), 0);
+    ASSERT_EQ(attach_12(), 0);
+    x = wreq(span(kBar, kBar + 7));
+    EXPECT_EQ(wextract(x), -ENXIO);
+    x = wreq(span(0x3f8, 0x3ff, XEN_BUSPROF_SPACE_PIO)); // ports it can answer
+    EXPECT_EQ(wextract(x), -EAGAIN);
+}
+
+TEST_F(ExtractWide, TheRepeatedCallMustAskForTheSameSpan) {
+    mready();
+    auto x = wreq(span(kBar, kBar + 7));
+    EXPECT_EQ(wextract(x), -EAGAIN);
+    consume();
+    auto y = wreq(span(kBar, kBar + 15));
+    EXPECT_EQ(wextract(y), -EBUSY);
+    auto z = wreq(span(kBar, kBar + 7, XEN_BUSPROF_SPACE_PIO));
+    z.span.last = 7;
+    z.span.first = 0;
+    EXPECT_EQ(wextract(z), -EBUSY);
+    EXPECT_EQ(wextract(x), -EAGAIN);
 }
 
 } // namespace

@@ -40,6 +40,52 @@ bool permitted(domid_t domid, unsigned first, unsigned last) {
     return true;
 }
 
+void give_iomem(domid_t domid, uint64_t gfn, uint64_t mfn, uint64_t nr) {
+    for (uint64_t i = 0; i < nr; i++) {
+        g_host->configured[domid][gfn + i] = mfn + i;
+        g_host->p2m[domid][gfn + i] = mfn + i;
+    }
+    g_host->iomem[domid].push_back(
+        {static_cast<unsigned>(mfn), static_cast<unsigned>(mfn + nr - 1)});
+}
+
+std::string mapping_error(domid_t domid,
+                          const std::vector<std::pair<uint64_t, uint64_t>>& trapped) {
+    auto in_trap = [&](uint64_t gfn) {
+        for (auto [first, last] : trapped)
+            if (first >> 12 <= gfn && gfn <= last >> 12)
+                return true;
+        return false;
+    };
+    auto& p2m = g_host->p2m[domid];
+    auto& saved = g_host->saved[domid];
+    for (auto [gfn, mfn] : g_host->configured[domid]) {
+        auto m = p2m.find(gfn);
+        auto sv = saved.find(gfn);
+        std::string at = " at gfn " + std::to_string(gfn);
+        if (in_trap(gfn)) {
+            if (m != p2m.end())
+                return "a trapped page is still mapped" + at;
+            if (sv == saved.end() || sv->second != mfn)
+                return "a trapped page's frame is lost" + at;
+        } else {
+            if (m == p2m.end())
+                return "an untrapped page is left unmapped" + at;
+            if (m->second != mfn)
+                return "a page is mapped to the wrong frame" + at;
+            if (sv != saved.end())
+                return "an untrapped page still has a saved frame" + at;
+        }
+    }
+    for (auto [first, last] : trapped)
+        for (uint64_t gfn = first >> 12; gfn <= last >> 12; gfn++)
+            if (!g_host->configured[domid].count(gfn))
+                return "a trap of a page the domain was never given at gfn " + std::to_string(gfn);
+    if (!g_host->contract_errors.empty())
+        return g_host->contract_errors.front();
+    return {};
+}
+
 } // namespace testhost
 
 using testhost::host;
@@ -110,6 +156,76 @@ void busprof_host_evtchn_notify(struct domain* d, unsigned int port) {
 
 void busprof_host_evtchn_free(struct domain* d, unsigned int port) {
     host().evtchn_frees.push_back({d->domain_id, port});
+}
+
+bool busprof_host_is_hvm(const struct domain* d) {
+    return !host().pv[d->domain_id];
+}
+
+bool busprof_host_iomem_permitted(const struct domain* d, uint64_t gfn, uint64_t nr) {
+    auto& configured = host().configured[d->domain_id];
+    for (uint64_t i = 0; i < nr; i++) {
+        auto it = configured.find(gfn + i);
+        if (it == configured.end())
+            return false;
+        bool ok = false;
+        for (const auto& r : host().iomem[d->domain_id])
+            ok = ok || (r.first <= it->second && it->second <= r.last);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+bool busprof_host_mmio_direct(const struct domain* d, uint64_t gfn, uint64_t nr) {
+    auto& configured = host().configured[d->domain_id];
+    for (uint64_t i = 0; i < nr; i++) {
+        if (!configured.count(gfn + i))
+            return false;
+        for (uint64_t e : host().emulated[d->domain_id])
+            if (e == gfn + i)
+                return false;
+    }
+    return true;
+}
+
+int busprof_host_mmio_unmap(struct domain* d, uint64_t gfn, unsigned int nr, unsigned int* done) {
+    host().unmap_calls++;
+    auto& p2m = host().p2m[d->domain_id];
+    auto& saved = host().saved[d->domain_id];
+    *done = 0;
+    for (unsigned i = 0; i < nr; i++) {
+        if (host().unmap_fail_after == 0)
+            return host().unmap_rc;
+        if (host().unmap_fail_after > 0)
+            host().unmap_fail_after--;
+        auto it = p2m.find(gfn + i);
+        if (it == p2m.end()) {
+            host().contract_errors.push_back("unmap of a page not mapped at gfn " +
+                                             std::to_string(gfn + i));
+            return -EINVAL;
+        }
+        saved[gfn + i] = it->second;
+        p2m.erase(it);
+        ++*done;
+    }
+    return 0;
+}
+
+void busprof_host_mmio_restore(struct domain* d, uint64_t gfn, unsigned int nr) {
+    host().restore_calls++;
+    auto& p2m = host().p2m[d->domain_id];
+    auto& saved = host().saved[d->domain_id];
+    for (unsigned i = 0; i < nr; i++) {
+        auto it = saved.find(gfn + i);
+        if (it == saved.end() || p2m.count(gfn + i)) {
+            host().contract_errors.push_back("restore of a page not unmapped at gfn " +
+                                             std::to_string(gfn + i));
+            continue;
+        }
+        p2m[gfn + i] = it->second;
+        saved.erase(it);
+    }
 }
 
 uint64_t busprof_host_tsc(void) {

@@ -8,8 +8,10 @@ extern "C" {
 #include <xen/busprof.h>
 }
 
+#include <cerrno>
 #include <cstdint>
 #include <map>
+#include <string>
 #include <vector>
 
 namespace testhost {
@@ -60,6 +62,26 @@ struct Host {
     std::map<domid_t, std::vector<uint8_t>> freed_page_copy;
 
     unsigned next_port = 7;
+
+    // MMIO (interface 1.3).  The p2m of each domain's device pages as the
+    // domain was configured (gfn -> machine frame, `iomem=`) and as it is
+    // now: a page busprof unmapped is missing from p2m and its frame in
+    // saved, which only the host knows, as Xen's does.
+    std::map<domid_t, std::map<uint64_t, uint64_t>> configured;
+    std::map<domid_t, std::map<uint64_t, uint64_t>> p2m;
+    std::map<domid_t, std::map<uint64_t, uint64_t>> saved;
+    // Machine frames each domain has iomem permission for.
+    std::map<domid_t, std::vector<Range>> iomem;
+    // Pages Xen emulates or that hold an MSI-X table or PBA: not direct.
+    std::map<domid_t, std::vector<uint64_t>> emulated;
+    std::map<domid_t, bool> pv; // PV domains (default: HVM/PVH)
+    // Failure injection: unmap fails (-ENOMEM) after this many more pages.
+    int unmap_fail_after = -1;
+    int unmap_rc = -ENOMEM;
+    unsigned unmap_calls = 0, restore_calls = 0;
+    // A restore of a page that was not unmapped, or an unmap of one that
+    // is not mapped: the core broke the host's contract.
+    std::vector<std::string> contract_errors;
 };
 
 Host& host();
@@ -68,5 +90,15 @@ void reset();
 
 // ioports_permitted: is every port of [first, last] in d's list?
 bool permitted(domid_t domid, unsigned first, unsigned last);
+
+// Give domid the device frames [mfn, mfn + nr) at [gfn, gfn + nr), mapped
+// directly and with iomem permission (what `iomem=` does).
+void give_iomem(domid_t domid, uint64_t gfn, uint64_t mfn, uint64_t nr);
+
+// The mapping invariant: every configured page of domid is either mapped
+// to its own frame, or unmapped with that frame saved and inside one of
+// `trapped` (spans of addresses); every trapped page is unmapped.  Empty
+// if it holds, else what is wrong.
+std::string mapping_error(domid_t domid, const std::vector<std::pair<uint64_t, uint64_t>>& trapped);
 
 } // namespace testhost

@@ -6,14 +6,21 @@
 // (start_trap, stop_trap, extract) from one of the guest's vCPUs, a dom0 sub-op
 // (policy, attach, detach, extract_reply, query) with any field values, an access
 // on the I/O path, a profiler writing garbage into the fields of the busprof page
-// it owns, or the guest dying.  Besides what AddressSanitizer and UBSan catch, after
+// it owns, or the guest dying; and the same for memory-mapped spans (interface
+// 1.3: the span sub-ops, MMIO accesses, extract_wide, wide replies), with the
+// host's unmap failing part-way now and then.  Besides what AddressSanitizer and UBSan catch, after
 // every operation it checks what Xen promises:
 //   - a port is only trapped if the guest may access it AND the policy allows it
 //     (the profiler must never touch a port the guest could not touch itself);
 //   - every return value is 0, a positive count, or -errno in [-4095, -1];
 //   - at most XEN_BUSPROF_MAX_RANGES traps and policy entries;
 //   - an extract writes no more records than the room the guest gave;
-//   - the busprof page is freed when the domain goes (no leak, no double free).
+//   - the busprof page is freed when the domain goes (no leak, no double free);
+//   - an MMIO span is only trapped inside the MMIO policy, on frames the guest
+//     has iomem permission for and that are directly mapped, at most
+//     XEN_BUSPROF_MAX_MMIO_PAGES pages; and the mapping invariant: every page
+//     of a trap is unmapped with its frame kept, every other page is mapped
+//     to its own frame, whatever path dropped the trap (tests/core's host).
 #include "test_host.h"
 
 #include <fuzzer/FuzzedDataProvider.h>
@@ -21,6 +28,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <utility>
 #include <vector>
 
 using testhost::host;
@@ -29,6 +38,9 @@ namespace {
 
 constexpr domid_t kGuest = 3;
 constexpr unsigned kVcpus = 4;
+// The guest's BAR (8 pages), a page it may not access, a page Xen emulates.
+constexpr uint64_t kBar = 0xfe000000, kBarPages = 8, kNoPerm = 0xfd000000, kEmulated = 0xfee00000,
+                   kPage = XEN_BUSPROF_MMIO_PAGE_SIZE;
 
 [[noreturn]] void fail(const char* what, long a = 0, long b = 0) {
     std::fprintf(stderr, "fuzz_core: broken promise: %s (%ld, %ld)\n", what, a, b);
@@ -47,6 +59,8 @@ struct World {
     struct vcpu gv[kVcpus] {};
     xen_busprof_extract last_extract{};
     bool extracted = false;
+    xen_busprof_extract_wide last_wide{};
+    bool extracted_wide = false;
 
     World() {
         testhost::reset();
@@ -57,6 +71,11 @@ struct World {
         host().domains[0] = &dom0;
         // What the guest may access at all: two ranges and a single port.
         host().ioports[kGuest] = {{0x3f8, 0x3ff}, {0x70, 0x71}, {0xcf8, 0xcf8}};
+        testhost::give_iomem(kGuest, kBar >> 12, 0x80000, kBarPages);
+        testhost::give_iomem(kGuest, kEmulated >> 12, 0xfee00, 1);
+        host().emulated[kGuest] = {kEmulated >> 12};
+        host().configured[kGuest][kNoPerm >> 12] = 0x70000;
+        host().p2m[kGuest][kNoPerm >> 12] = 0x70000;
     }
 
     void make_guest() {
@@ -78,6 +97,7 @@ struct World {
             fail("busprof state left after the domain was destroyed");
         if (host().live_pages.count(kGuest))
             fail("the busprof page outlived its domain");
+        check_mapping({});
         host().domains.erase(kGuest);
     }
 
@@ -110,6 +130,43 @@ struct World {
         return 0;
     }
 
+    void check_mapping(const std::vector<std::pair<uint64_t, uint64_t>>& trapped) {
+        std::string err = testhost::mapping_error(kGuest, trapped);
+        if (!err.empty()) {
+            std::fprintf(stderr, "fuzz_core: %s\n", err.c_str());
+            fail("the mapping invariant broke");
+        }
+    }
+
+    // MMIO traps: within the MMIO policy, the guest's frames, the page limit.
+    void check_mmio_traps() {
+        xen_busprof_query_mmio q{};
+        q.domid = kGuest;
+        if (op(&dom0_v, XEN_BUSPROF_query_mmio, &q) != 0)
+            fail("query_mmio of a live domain failed");
+        if (q.nr_traps > XEN_BUSPROF_MAX_RANGES || q.nr_policy > XEN_BUSPROF_MAX_RANGES)
+            fail("more MMIO spans than the table holds", q.nr_traps, q.nr_policy);
+        std::vector<std::pair<uint64_t, uint64_t>> trapped;
+        uint64_t pages = 0;
+        for (unsigned i = 0; i < q.nr_traps; i++) {
+            uint64_t f = q.traps[i].first, l = q.traps[i].last;
+            if (f > l || (f & (kPage - 1)) || ((l + 1) & (kPage - 1)))
+                fail("an MMIO trap that is not whole pages", f, l);
+            if (f < kBar || l >= kBar + kBarPages * kPage)
+                fail("an MMIO trap outside the guest's direct, permitted BAR", f, l);
+            bool allowed = false;
+            for (unsigned j = 0; j < q.nr_policy && !allowed; j++)
+                allowed = q.policy[j].first <= f && l <= q.policy[j].last;
+            if (!allowed)
+                fail("an MMIO trap outside one policy entry", f, l);
+            pages += (l - f + 1) / kPage;
+            trapped.emplace_back(f, l);
+        }
+        if (pages != q.nr_pages || pages > XEN_BUSPROF_MAX_MMIO_PAGES)
+            fail("the trapped page count is wrong", pages, q.nr_pages);
+        check_mapping(trapped);
+    }
+
     // The promise the profiler's safety rests on: traps within policy AND ioports.
     void check_traps() {
         if (!host().domains.count(kGuest))
@@ -134,6 +191,7 @@ struct World {
                     fail("a trapped port outside the policy", p);
             }
         }
+        check_mmio_traps();
     }
 };
 
@@ -143,6 +201,26 @@ uint16_t port(FuzzedDataProvider& in) {
     if (in.ConsumeBool())
         return in.ConsumeIntegral<uint16_t>();
     return static_cast<uint16_t>(in.PickValueInArray(near) + in.ConsumeIntegralInRange(-2, 2));
+}
+
+// An MMIO span: mostly whole pages in and around the BAR, sometimes anything.
+xen_busprof_span span(FuzzedDataProvider& in) {
+    static const uint64_t near[] = {kBar, kBar + kBarPages * kPage, kNoPerm, kEmulated,
+                                    0,    (1ull << 52) - kPage};
+    xen_busprof_span s{};
+    s.space = XEN_BUSPROF_SPACE_MMIO;
+    if (in.ConsumeProbability<float>() < 0.1f) {
+        s.first = in.ConsumeIntegral<uint64_t>();
+        s.last = in.ConsumeIntegral<uint64_t>();
+        s.space = in.ConsumeIntegralInRange<uint32_t>(0, 2);
+        s.flags = in.ConsumeBool() ? in.ConsumeIntegral<uint32_t>() : 0;
+        return s;
+    }
+    s.first = in.PickValueInArray(near) + in.ConsumeIntegralInRange(-2, 6) * kPage;
+    s.last = s.first + in.ConsumeIntegralInRange<uint64_t>(1, 10) * kPage - 1;
+    if (in.ConsumeProbability<float>() < 0.1f)
+        s.last += in.ConsumeIntegralInRange(-8, 8); // not whole pages
+    return s;
 }
 
 domid_t target(FuzzedDataProvider& in) {
@@ -159,7 +237,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (unsigned steps = 0; in.remaining_bytes() && steps < 200; steps++) {
         bool alive = host().domains.count(kGuest) != 0;
         struct vcpu* gv = &w.gv[in.ConsumeIntegralInRange<unsigned>(0, kVcpus - 1)];
-        switch (in.ConsumeIntegralInRange(0, 12)) {
+        switch (in.ConsumeIntegralInRange(0, 16)) {
         case 0:
         case 1: { // dom0: allow / revoke
             xen_busprof_policy p{};
@@ -252,20 +330,30 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             r.total = in.ConsumeIntegral<uint64_t>();
             r.snapshot = in.ConsumeIntegral<uint64_t>();
             r.status = in.ConsumeBool() ? 0 : in.ConsumeIntegral<int32_t>();
-            r.flags = in.ConsumeProbability<float>() < 0.1f
-                          ? in.ConsumeIntegral<uint16_t>()
-                          : (in.ConsumeBool() ? XEN_BUSPROF_REPLY_EXT : 0);
-            // As many bytes as the flags say the records take.
-            bool ext = r.flags & XEN_BUSPROF_REPLY_EXT;
+            static const uint16_t forms[] = {0, XEN_BUSPROF_REPLY_EXT, XEN_BUSPROF_REPLY_WIDE};
+            r.flags = in.ConsumeProbability<float>() < 0.1f ? in.ConsumeIntegral<uint16_t>()
+                                                            : in.PickValueInArray(forms);
+            // As many bytes as the widest form the flags name takes.
+            bool wide = r.flags & XEN_BUSPROF_REPLY_WIDE;
+            bool ext = !wide && (r.flags & XEN_BUSPROF_REPLY_EXT);
+            std::vector<xen_busprof_record_wide> wrecs(wide ? r.nr : 0);
             std::vector<xen_busprof_record_ext> erecs(ext ? r.nr : 0);
-            std::vector<xen_busprof_record> recs(ext ? 0 : r.nr);
+            std::vector<xen_busprof_record> recs(wide || ext ? 0 : r.nr);
+            for (auto& rec : wrecs) {
+                rec.space = in.ConsumeIntegralInRange<uint32_t>(0, 2);
+                rec.addr =
+                    rec.space ? kBar + in.ConsumeIntegralInRange<uint64_t>(0, 0x10000) : port(in);
+                rec.value = in.ConsumeIntegral<uint64_t>();
+            }
             for (auto& rec : erecs) {
                 rec.rec.port = port(in);
                 rec.task = in.ConsumeIntegral<uint64_t>();
             }
             for (auto& rec : recs)
                 rec.port = port(in);
-            void* p = ext ? static_cast<void*>(erecs.data()) : static_cast<void*>(recs.data());
+            void* p = wide  ? static_cast<void*>(wrecs.data())
+                      : ext ? static_cast<void*>(erecs.data())
+                            : static_cast<void*>(recs.data());
             set_xen_guest_handle(r.records, r.nr ? p : nullptr);
             w.op(&w.dom0_v, XEN_BUSPROF_extract_reply, &r);
             break;
@@ -303,9 +391,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                 it->second->ctrl_cons = in.ConsumeIntegral<uint32_t>();
             break;
         }
-        case 11: // sub-ops that do not exist
+        case 11: // any sub-op number, with a zeroed argument
             if (alive) {
-                uint64_t junk[32] = {};
+                // Room for the largest argument (query_mmio), as a guest's buffer.
+                uint64_t junk[128] = {};
+                static_assert(sizeof(junk) >= sizeof(xen_busprof_query_mmio));
                 w.op(gv, in.ConsumeIntegral<uint8_t>(), junk);
             }
             break;
@@ -315,6 +405,84 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                 w.make_guest();
             }
             break;
+        case 13: { // dom0: the MMIO (or port) policy of a span
+            xen_busprof_dom0_span d{};
+            d.domid = target(in);
+            d.span = span(in);
+            d.pad[0] = in.ConsumeProbability<float>() < 0.05f ? 1 : 0;
+            w.op(&w.dom0_v,
+                 in.ConsumeBool() ? XEN_BUSPROF_policy_allow_span : XEN_BUSPROF_policy_revoke_span,
+                 &d);
+            break;
+        }
+        case 14: { // the guest, or dom0 for it: start / stop an MMIO trap
+            if (!alive)
+                break;
+            // Sometimes the host's unmap fails part-way.
+            host().unmap_fail_after =
+                in.ConsumeProbability<float>() < 0.2f ? in.ConsumeIntegralInRange(0, 6) : -1;
+            bool start = in.ConsumeBool();
+            xen_busprof_span s = span(in);
+            if (in.ConsumeProbability<float>() < 0.3f) {
+                xen_busprof_dom0_span d{};
+                d.domid = target(in);
+                d.span = s;
+                w.op(&w.dom0_v, start ? XEN_BUSPROF_trap_span : XEN_BUSPROF_untrap_span, &d);
+            } else {
+                w.op(gv, start ? XEN_BUSPROF_start_trap_span : XEN_BUSPROF_stop_trap_span, &s);
+            }
+            host().unmap_fail_after = -1;
+            break;
+        }
+        case 15: { // the guest's MMIO access on the I/O path
+            if (!alive)
+                break;
+            static const unsigned sizes[] = {1, 2, 4, 8, 0, 3, 16};
+            uint64_t gpa =
+                in.ConsumeBool()
+                    ? in.ConsumeIntegral<uint64_t>()
+                    : kBar + in.ConsumeIntegralInRange<uint64_t>(0, (kBarPages + 1) * kPage);
+            unsigned sz = in.PickValueInArray(sizes);
+            const bool trapped = busprof_route_mmio(&w.guest, gpa, sz, nullptr);
+            struct busprof_route r {};
+            if (busprof_route_mmio_access(gv, gpa, sz, in.ConsumeIntegral<uint64_t>(),
+                                          in.ConsumeIntegral<uint64_t>(), &r) != trapped)
+                fail("busprof_route_mmio_access() and busprof_route_mmio() disagree", gpa, sz);
+            if (trapped) {
+                if (gpa < kBar || gpa + sz > kBar + kBarPages * kPage)
+                    fail("an MMIO access trapped outside the guest's BAR", gpa, sz);
+                if (host().p2m[kGuest].count(gpa >> 12))
+                    fail("an MMIO access trapped on a page still mapped", gpa, sz);
+                if (in.ConsumeBool())
+                    busprof_stamp_resume(gv);
+                else
+                    busprof_mmio_access_timeout(gv, gpa, sz);
+            }
+            break;
+        }
+        case 16: { // guest: extract_wide into a buffer of exactly the room it claims
+            if (!alive)
+                break;
+            // Mostly the same call again, until the answer is there.
+            xen_busprof_extract_wide x = w.last_wide;
+            if (!w.extracted_wide || in.ConsumeProbability<float>() < 0.3f) {
+                x = {};
+                x.span = span(in);
+                if (in.ConsumeBool()) // any bounds will do for an extract
+                    x.span.last = x.span.first + in.ConsumeIntegralInRange<uint64_t>(0, 0x2000);
+                x.nr = in.ConsumeIntegralInRange<uint32_t>(0, 8);
+                x.pad = in.ConsumeProbability<float>() < 0.05f ? 1 : 0;
+                w.last_wide = x;
+                w.extracted_wide = true;
+            }
+            std::vector<xen_busprof_record_wide> buf(x.nr);
+            set_xen_guest_handle(x.buffer, buf.empty() ? nullptr : buf.data());
+            uint32_t room = x.nr;
+            long rc = w.op(gv, XEN_BUSPROF_extract_wide, &x);
+            if (rc == 0 && x.nr > room)
+                fail("extract_wide wrote more records than the room given", x.nr, room);
+            break;
+        }
         }
         w.check_traps();
     }

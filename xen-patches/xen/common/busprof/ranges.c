@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * busprof: small fixed-size tables of port ranges.
+ * busprof: small fixed-size tables of port ranges and of MMIO spans.
  *
  * Tables hold at most XEN_BUSPROF_MAX_RANGES entries, sorted by first
- * port and disjoint, so a guest can never make Xen allocate for them.
+ * address and disjoint, so a guest can never make Xen allocate for them.
+ * Ports and guest-physical addresses share the code; only the highest
+ * address a table takes differs.
  */
 
 #include <xen/busprof.h>
@@ -17,7 +19,7 @@ static void remove_at(struct busprof_rangeset *s, unsigned int i)
 }
 
 static int insert_at(struct busprof_rangeset *s, unsigned int i,
-                     unsigned int first, unsigned int last)
+                     uint64_t first, uint64_t last)
 {
     if ( s->nr == XEN_BUSPROF_MAX_RANGES )
         return -ENOSPC;
@@ -31,7 +33,7 @@ static int insert_at(struct busprof_rangeset *s, unsigned int i,
 }
 
 bool busprof_ranges_overlaps(const struct busprof_rangeset *s,
-                             unsigned int first, unsigned int last)
+                             uint64_t first, uint64_t last)
 {
     unsigned int i;
 
@@ -43,9 +45,10 @@ bool busprof_ranges_overlaps(const struct busprof_rangeset *s,
 }
 
 bool busprof_ranges_covers(const struct busprof_rangeset *s,
-                           unsigned int first, unsigned int last)
+                           uint64_t first, uint64_t last)
 {
-    unsigned int i, next = first;
+    unsigned int i;
+    uint64_t next = first;
 
     if ( first > last )
         return false;
@@ -66,12 +69,13 @@ bool busprof_ranges_covers(const struct busprof_rangeset *s,
     return false;
 }
 
-int busprof_ranges_add(struct busprof_rangeset *s, unsigned int first,
-                       unsigned int last, bool merge)
+/* Entries never end above max, so last + 1 below cannot wrap. */
+static int table_add(struct busprof_rangeset *s, uint64_t first,
+                     uint64_t last, uint64_t max, bool merge)
 {
     unsigned int i;
 
-    if ( first > last || last > 0xffff )
+    if ( first > last || last > max )
         return -EINVAL;
 
     if ( !merge )
@@ -88,8 +92,8 @@ int busprof_ranges_add(struct busprof_rangeset *s, unsigned int first,
     {
         if ( s->r[i].first <= last + 1 && first <= s->r[i].last + 1u )
         {
-            first = min_t(unsigned int, first, s->r[i].first);
-            last = max_t(unsigned int, last, s->r[i].last);
+            first = min_t(uint64_t, first, s->r[i].first);
+            last = max_t(uint64_t, last, s->r[i].last);
             remove_at(s, i);
         }
         else
@@ -102,12 +106,12 @@ int busprof_ranges_add(struct busprof_rangeset *s, unsigned int first,
     return insert_at(s, i, first, last);
 }
 
-int busprof_ranges_remove(struct busprof_rangeset *s, unsigned int first,
-                          unsigned int last, bool exact)
+static int table_remove(struct busprof_rangeset *s, uint64_t first,
+                        uint64_t last, uint64_t max, bool exact)
 {
     unsigned int i;
 
-    if ( first > last || last > 0xffff )
+    if ( first > last || last > max )
         return -EINVAL;
 
     if ( exact )
@@ -129,7 +133,7 @@ int busprof_ranges_remove(struct busprof_rangeset *s, unsigned int first,
 
     for ( i = 0; i < s->nr; )
     {
-        struct xen_busprof_range *r = &s->r[i];
+        struct busprof_range *r = &s->r[i];
 
         if ( r->last < first || r->first > last )
         {
@@ -139,7 +143,7 @@ int busprof_ranges_remove(struct busprof_rangeset *s, unsigned int first,
 
         if ( r->first < first && r->last > last )
         {
-            unsigned int tail_last = r->last;
+            uint64_t tail_last = r->last;
 
             r->last = first - 1;
             return insert_at(s, i + 1, last + 1, tail_last);
@@ -158,6 +162,30 @@ int busprof_ranges_remove(struct busprof_rangeset *s, unsigned int first,
     }
 
     return 0;
+}
+
+int busprof_ranges_add(struct busprof_rangeset *s, unsigned int first,
+                       unsigned int last, bool merge)
+{
+    return table_add(s, first, last, 0xffff, merge);
+}
+
+int busprof_ranges_remove(struct busprof_rangeset *s, unsigned int first,
+                          unsigned int last, bool exact)
+{
+    return table_remove(s, first, last, 0xffff, exact);
+}
+
+int busprof_spans_add(struct busprof_rangeset *s, uint64_t first,
+                      uint64_t last, bool merge)
+{
+    return table_add(s, first, last, BUSPROF_MMIO_MAX_ADDR, merge);
+}
+
+int busprof_spans_remove(struct busprof_rangeset *s, uint64_t first,
+                         uint64_t last, bool exact)
+{
+    return table_remove(s, first, last, BUSPROF_MMIO_MAX_ADDR, exact);
 }
 
 /*

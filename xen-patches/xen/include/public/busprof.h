@@ -17,6 +17,15 @@
  *       record struct xen_busprof_record_ext (the record plus who made the
  *       access, XEN_BUSPROF_RECORD_WHO); the extract reply's pad0 became
  *       flags (XEN_BUSPROF_REPLY_EXT).
+ *  1.3 (0x00010003): memory-mapped ranges.  Address spaces
+ *       (XEN_BUSPROF_SPACE_*) and the 64-bit struct xen_busprof_span; the
+ *       guest's XEN_BUSPROF_start_trap_span, stop_trap_span and
+ *       extract_wide with struct xen_busprof_record_wide; dom0's
+ *       XEN_BUSPROF_policy_allow_span, policy_revoke_span, trap_span,
+ *       untrap_span and query_mmio; the reply flag XEN_BUSPROF_REPLY_WIDE;
+ *       the control message flag XEN_BUSPROF_CTRL_WIDE with ctrl_span[] and
+ *       ctrl_space[] in the busprof page (after who[], which keeps its
+ *       place).  Nothing of 1.2 changed layout or meaning.
  * Every 64-bit field sits at a naturally aligned offset and every struct
  * is a multiple of 8 bytes, so the layout is the same for all x86-64
  * compilers without the tools-only uint64_aligned_t.  64-bit guests only.
@@ -37,7 +46,7 @@
 #define __HYPERVISOR_busprof_op           47
 #endif
 
-#define XEN_BUSPROF_INTERFACE_VERSION     0x00010002
+#define XEN_BUSPROF_INTERFACE_VERSION     0x00010003
 
 /*
  * long HYPERVISOR_busprof_op(unsigned int cmd, void *arg);
@@ -58,13 +67,59 @@
  *              pause/resume: the control ring is full, call again
  *  -ETIMEDOUT  extract: the profiler did not answer within ten times the
  *              attach's timeout_ms
- *  -EOPNOTSUPP unknown sub-op
+ *  -EOPNOTSUPP unknown sub-op; a PV domain (its device frames are mapped
+ *              by its own page tables and its I/O cannot be suspended)
+ * Memory-mapped spans (interface 1.3) add, each refusal its own:
+ *  -EINVAL     a bound not page-granular (first page-aligned, last + 1
+ *              page-aligned) or above 2^52 - 1, an unknown space,
+ *              first > last
+ *  -EPERM      span not inside the MMIO policy; or the domain has no iomem
+ *              permission for the machine frames behind the span
+ *  -EXDEV      a page of the span is not the domain's direct mapping of a
+ *              device: Xen emulates it (LAPIC, HPET, IO-APIC, ...), it is
+ *              an MSI-X table or PBA page, or it is not device memory
+ *  -EEXIST     span overlaps a live MMIO trap
+ *  -ENOSPC     more than XEN_BUSPROF_MAX_RANGES spans in a table, or more
+ *              than XEN_BUSPROF_MAX_MMIO_PAGES pages trapped in the domain
+ *  -ENXIO      no profiler attached, or it attached with a version before
+ *              1.3 (it knows nothing of MMIO)
+ *  -EOPNOTSUPP the hypervisor cannot unmap the span yet (Xen 4.17 with the
+ *              stage-1 patches: every MMIO start_trap_span / trap_span; the
+ *              page-table work comes with the next stage)
  */
 
 #define XEN_BUSPROF_MAX_RANGES            16  /* per table, per domain */
 #define XEN_BUSPROF_MAX_VCPUS             32  /* vCPUs with stamp slots */
 #define XEN_BUSPROF_CTRL_RING_SIZE        32  /* control messages in flight */
 #define XEN_BUSPROF_EXTRACT_MAX           1024 /* records per extract call */
+/*
+ * Interface 1.3: pages of memory-mapped space trapped at once, per domain
+ * (256 pages: 1 MiB, a typical BAR).  Each trapped page has its direct
+ * mapping removed and its machine frame remembered by Xen, so the bound
+ * keeps what a guest can make Xen hold small and fixed.
+ */
+#define XEN_BUSPROF_MAX_MMIO_PAGES        256
+
+/* Address spaces (interface 1.3).  Ports are PIO, guest-physical is MMIO. */
+#define XEN_BUSPROF_SPACE_PIO             0
+#define XEN_BUSPROF_SPACE_MMIO            1
+
+/* MMIO spans are whole pages of this size. */
+#define XEN_BUSPROF_MMIO_PAGE_SHIFT       12
+#define XEN_BUSPROF_MMIO_PAGE_SIZE        (1ul << XEN_BUSPROF_MMIO_PAGE_SHIFT)
+
+/*
+ * A span of an address space (interface 1.3): [first, last] inclusive.
+ * PIO: ports, last <= 0xffff.  MMIO: guest-physical addresses, whole pages
+ * (first page-aligned, last + 1 page-aligned).
+ */
+struct xen_busprof_span {
+    uint64_t first;                  /* IN */
+    uint64_t last;                   /* IN */
+    uint32_t space;                  /* IN: XEN_BUSPROF_SPACE_* */
+    uint32_t flags;                  /* IN: must be zero */
+};
+typedef struct xen_busprof_span xen_busprof_span_t;
 
 #define XEN_BUSPROF_DIR_OUT               0
 #define XEN_BUSPROF_DIR_IN                1
@@ -138,6 +193,25 @@ struct xen_busprof_record_ext {
 };
 typedef struct xen_busprof_record_ext xen_busprof_record_ext_t;
 DEFINE_XEN_GUEST_HANDLE(xen_busprof_record_ext_t);
+
+/*
+ * Interface 1.3: the record of an access in any address space, as handed
+ * back by XEN_BUSPROF_extract_wide.  The first 80 bytes are a struct
+ * xen_busprof_record_ext.  A port access has addr = port and value =
+ * value; an MMIO access has ext.rec.port = 0, ext.rec.value = the low 32
+ * bits of value and ext.rec.size 1, 2, 4 or 8.  Xen makes the ext part
+ * agree with addr, value and space, so a caller of XEN_BUSPROF_extract or
+ * XEN_BUSPROF_extract_ext reads the same access in its older form.
+ */
+struct xen_busprof_record_wide {
+    struct xen_busprof_record_ext ext;
+    uint64_t addr;           /* port, or guest-physical address */
+    uint64_t value;                  /* data written or read */
+    uint32_t space;                  /* XEN_BUSPROF_SPACE_* */
+    uint32_t pad;
+};
+typedef struct xen_busprof_record_wide xen_busprof_record_wide_t;
+DEFINE_XEN_GUEST_HANDLE(xen_busprof_record_wide_t);
 
 /*
  * Guest: trap the calling domain's port I/O to [first, last].  The range
@@ -216,6 +290,44 @@ typedef struct xen_busprof_extract_ext xen_busprof_extract_ext_t;
  */
 #define XEN_BUSPROF_version               6
 
+/*
+ * Guest, interface 1.3: start_trap / stop_trap for a span of any space
+ * (struct xen_busprof_span).  A PIO span is exactly start_trap / stop_trap
+ * of its ports.  An MMIO span must be whole pages, inside the MMIO policy,
+ * of frames the domain has iomem permission for, each the domain's direct
+ * mapping of a device (not emulated by Xen, not an MSI-X table or PBA
+ * page), must not overlap a trapped MMIO span, and keeps the domain within
+ * XEN_BUSPROF_MAX_MMIO_PAGES trapped pages.  While trapped, the direct
+ * mapping of its pages is removed, so each access to them faults into
+ * Xen's emulation and is sent to the profiler; stop_trap_span (or the
+ * profiler's detach or timeout, a revoke of the policy, the domain's
+ * destruction) maps the same machine frames back.  Xen's emulator splits
+ * accesses at page boundaries, so an access that straddles a trapped and
+ * an untrapped page arrives as two; one that reaches the core whole but
+ * not wholly inside the trapped pages is not trapped.
+ */
+#define XEN_BUSPROF_start_trap_span       8
+#define XEN_BUSPROF_stop_trap_span        9
+
+/*
+ * Guest, interface 1.3: XEN_BUSPROF_extract for the records whose space is
+ * span.space and whose address lies in [span.first, span.last] (MMIO:
+ * any bounds, not only whole pages), as struct xen_busprof_record_wide.
+ * The protocol (-EAGAIN, snapshot, offset) is XEN_BUSPROF_extract's.
+ */
+#define XEN_BUSPROF_extract_wide          10
+struct xen_busprof_extract_wide {
+    struct xen_busprof_span span;    /* IN: span.flags must be zero */
+    uint32_t nr;                     /* IN: room in buffer, <= EXTRACT_MAX;
+                                        OUT: records written */
+    uint32_t pad;                    /* IN: must be zero */
+    uint64_t offset;         /* IN: index of the first record */
+    uint64_t snapshot;       /* IN/OUT */
+    uint64_t total;          /* OUT: records in span and snapshot */
+    XEN_GUEST_HANDLE(xen_busprof_record_wide_t) buffer; /* IN */
+};
+typedef struct xen_busprof_extract_wide xen_busprof_extract_wide_t;
+
 #define XEN_BUSPROF_DOM0_BASE             16
 
 /*
@@ -264,12 +376,18 @@ typedef struct xen_busprof_policy xen_busprof_policy_t;
 /*
  * dom0: answer the extract request `request` read from the control ring.
  * flags (interface 1.2): XEN_BUSPROF_REPLY_EXT says records point at
- * struct xen_busprof_record_ext, not struct xen_busprof_record.  Xen hands
- * the guest the records in the form it asked for (XEN_BUSPROF_extract or
- * XEN_BUSPROF_extract_ext).
+ * struct xen_busprof_record_ext, not struct xen_busprof_record; (1.3)
+ * XEN_BUSPROF_REPLY_WIDE says they point at struct
+ * xen_busprof_record_wide (not both flags: -EINVAL).  Xen hands the guest
+ * the records in the form it asked for (XEN_BUSPROF_extract, extract_ext
+ * or extract_wide): a wider form is cut to its first bytes, a narrower one
+ * widened with what it says (a port record gets addr = port and value;
+ * a plain one says nothing of who).  A wide record of an unknown space,
+ * or a port record with addr above 0xffff, is -EINVAL.
  */
 #define XEN_BUSPROF_extract_reply         20
 #define XEN_BUSPROF_REPLY_EXT             (1u << 0)
+#define XEN_BUSPROF_REPLY_WIDE            (1u << 1)
 struct xen_busprof_extract_reply {
     domid_t domid;                   /* IN */
     uint16_t flags;                  /* IN: XEN_BUSPROF_REPLY_* */
@@ -281,7 +399,9 @@ struct xen_busprof_extract_reply {
     uint32_t pad1;                   /* IN: must be zero */
     XEN_GUEST_HANDLE(void) records;   /* IN: xen_busprof_record[nr], or
                                         xen_busprof_record_ext[nr] with
-                                        XEN_BUSPROF_REPLY_EXT */
+                                        XEN_BUSPROF_REPLY_EXT, or
+                                        xen_busprof_record_wide[nr] with
+                                        XEN_BUSPROF_REPLY_WIDE */
 };
 typedef struct xen_busprof_extract_reply xen_busprof_extract_reply_t;
 
@@ -329,6 +449,46 @@ struct xen_busprof_dom0_trap {
 typedef struct xen_busprof_dom0_trap xen_busprof_dom0_trap_t;
 
 /*
+ * dom0, interface 1.3: policy_allow, policy_revoke, trap and untrap for a
+ * span of any space.  A PIO span is exactly the 1.2 sub-op on its ports.
+ * The MMIO policy is a table of its own (whole pages, merged as the port
+ * policy is); a revoke drops every MMIO trap no longer inside it and maps
+ * its pages back.  trap_span / untrap_span have the checks and errors of
+ * the guest's start_trap_span / stop_trap_span.
+ */
+#define XEN_BUSPROF_policy_allow_span     24
+#define XEN_BUSPROF_policy_revoke_span    25
+#define XEN_BUSPROF_trap_span             26
+#define XEN_BUSPROF_untrap_span           27
+struct xen_busprof_dom0_span {
+    domid_t domid;                   /* IN */
+    uint16_t pad[3];                 /* IN: must be zero */
+    struct xen_busprof_span span;    /* IN */
+};
+typedef struct xen_busprof_dom0_span xen_busprof_dom0_span_t;
+
+/*
+ * dom0, interface 1.3: read the domain's MMIO policy and traps (the port
+ * ones and the counters stay with XEN_BUSPROF_query).
+ */
+#define XEN_BUSPROF_query_mmio            28
+struct xen_busprof_mmio_range {
+    uint64_t first;
+    uint64_t last;
+};
+struct xen_busprof_query_mmio {
+    domid_t domid;                   /* IN */
+    uint16_t pad[3];                 /* IN: must be zero */
+    uint32_t nr_policy;              /* OUT */
+    uint32_t nr_traps;               /* OUT */
+    uint32_t nr_pages;               /* OUT: pages trapped now */
+    uint32_t pad1;                   /* OUT: zero */
+    struct xen_busprof_mmio_range policy[XEN_BUSPROF_MAX_RANGES]; /* OUT */
+    struct xen_busprof_mmio_range traps[XEN_BUSPROF_MAX_RANGES];  /* OUT */
+};
+typedef struct xen_busprof_query_mmio xen_busprof_query_mmio_t;
+
+/*
  * The busprof page, shared by Xen (writer of everything but ctrl_cons) and
  * the profiler.  Control messages form a single-producer ring; when it is
  * full Xen counts the message in ctrl_lost instead of waiting.
@@ -337,8 +497,10 @@ typedef struct xen_busprof_dom0_trap xen_busprof_dom0_trap_t;
 #define XEN_BUSPROF_CTRL_stop_trap        2 /* first, last, tsc */
 #define XEN_BUSPROF_CTRL_extract          3 /* first, last, nr, offset,
                                                snapshot, seq = request id */
-#define XEN_BUSPROF_CTRL_timeout          4 /* first = port: an access was
-                                               completed without the profiler */
+#define XEN_BUSPROF_CTRL_timeout          4 /* first = port (WIDE: the span
+                                               of the MMIO access): an access
+                                               was completed without the
+                                               profiler */
 #define XEN_BUSPROF_CTRL_detach           5 /* the profiler was detached */
 #define XEN_BUSPROF_CTRL_pause            6 /* vcpu: the guest asked to pause */
 #define XEN_BUSPROF_CTRL_resume           7 /* vcpu: the guest asked to resume */
@@ -349,6 +511,15 @@ typedef struct xen_busprof_dom0_trap xen_busprof_dom0_trap_t;
  * guest; vcpu is then 0 and means nothing.
  */
 #define XEN_BUSPROF_CTRL_FROM_DOM0        (1u << 0)
+/*
+ * WIDE (interface 1.3): the message is about a span that first and last
+ * cannot hold (an MMIO span; port messages never set it).  first and last
+ * are 0; the span is ctrl_span[i] and its space ctrl_space[i] of the
+ * busprof page, i being the message's index in ring[].  Only a profiler
+ * that attached as 1.3 or later is sent one: Xen refuses MMIO traps and
+ * extracts (-ENXIO) while the attached profiler is older.
+ */
+#define XEN_BUSPROF_CTRL_WIDE             (1u << 1)
 
 struct xen_busprof_ctrl_msg {
     uint32_t kind;                   /* XEN_BUSPROF_CTRL_* */
@@ -388,6 +559,17 @@ struct xen_busprof_who {
     uint32_t pad;
 };
 
+/*
+ * The span of the message ring[i] when it has XEN_BUSPROF_CTRL_WIDE
+ * (interface 1.3), written with the message before ctrl_prod moves; zero
+ * for a message without it.  The space is in ctrl_space[i]: 24-byte
+ * entries with the space inside would not fit in the page.
+ */
+struct xen_busprof_ctrl_span {
+    uint64_t first;
+    uint64_t last;
+};
+
 /* tsc values are CLOCK_MONOTONIC nanoseconds of dom0 already. */
 #define XEN_BUSPROF_PAGE_CLOCK_MONOTONIC  (1u << 0)
 
@@ -404,6 +586,9 @@ struct xen_busprof_page {
     struct xen_busprof_ctrl_msg ring[XEN_BUSPROF_CTRL_RING_SIZE];
     struct xen_busprof_stamp stamp[XEN_BUSPROF_MAX_VCPUS];
     struct xen_busprof_who who[XEN_BUSPROF_MAX_VCPUS];
+    /* Interface 1.3: spans of the WIDE messages, same index as ring[]. */
+    struct xen_busprof_ctrl_span ctrl_span[XEN_BUSPROF_CTRL_RING_SIZE];
+    uint8_t ctrl_space[XEN_BUSPROF_CTRL_RING_SIZE]; /* XEN_BUSPROF_SPACE_* */
 };
 
 /* Resource type for XENMEM_acquire_resource (public/memory.h). */
