@@ -20,6 +20,15 @@ extern "C" {
 
 namespace busprof {
 
+// The interface the daemon declares at attach.  Interface 1.3 added
+// memory-mapped spans, whose control messages (XEN_BUSPROF_CTRL_WIDE) the
+// daemon does not read yet; Xen refuses memory-mapped traps and extracts to
+// a profiler that attached as 1.2, so declaring 1.2 keeps a guest from
+// getting a wrong answer.  The page's version, Xen's own, may be newer.
+constexpr uint32_t kProfilerInterface = 0x00010002;
+static_assert((kProfilerInterface >> 16) == (XEN_BUSPROF_INTERFACE_VERSION >> 16) &&
+              kProfilerInterface <= XEN_BUSPROF_INTERFACE_VERSION);
+
 namespace sim {
 class Machine;
 }

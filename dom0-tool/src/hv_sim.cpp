@@ -255,7 +255,7 @@ class SimHypervisorClient : public Hypervisor {
         xen_busprof_attach a{};
         a.domid = d.domid;
         a.ioservid = m.ioservid;
-        a.version = XEN_BUSPROF_INTERFACE_VERSION;
+        a.version = kProfilerInterface;
         a.timeout_ms = timeout_ms;
         if (Status st = op(XEN_BUSPROF_attach, &a, sizeof(a), nullptr, 0); !st)
             throw UserError("cannot attach to domain " + d.name + ": " + st.error().message(),

@@ -189,7 +189,7 @@ class XenChannel : public Channel {
         xen_busprof_attach a{};
         a.domid = domid_;
         a.ioservid = server_.id();
-        a.version = XEN_BUSPROF_INTERFACE_VERSION;
+        a.version = kProfilerInterface;
         a.timeout_ms = timeout_ms;
         if (long rc = call_->op(XEN_BUSPROF_attach, &a, sizeof(a)); rc < 0)
             throw attach_error(d, Errno(static_cast<int>(-rc)));
