@@ -21,13 +21,17 @@ import time
 
 DOMID = 1
 DOMAIN = "e2e-guest"
+# The simulated machine's edu BAR (1 MiB at 0xfebf0000, sim/machine.h) and a
+# page of iomem beyond it that is no device's.
+EDU_BAR = 0xfebf0000
+EDU_IOMEM = "0xfebf0000-0xfecfffff,0xfed00000-0xfed00fff"
 
 
 class Rig:
     """A simulated Xen, optionally a daemon, in a private directory."""
 
     def __init__(self, bindir, ioports="0x3f8-0x3ff,0x70-0x71,0x300-0x30f", vcpus=2,
-                 more_domains=(), sim_args=()):
+                 more_domains=(), sim_args=(), iomem=EDU_IOMEM):
         self.bindir = bindir
         self.tmp = tempfile.TemporaryDirectory(prefix="busprof-e2e.")
         self.dir = self.tmp.name
@@ -35,7 +39,8 @@ class Rig:
         self.ctl_sock = os.path.join(self.dir, "busprof.sock")
         self.db = os.path.join(self.dir, "trace.db")
         self.procs = []
-        doms = [f"{DOMID}:{DOMAIN}:{ioports}:{vcpus}", *more_domains]
+        doms = [f"{DOMID}:{DOMAIN}:{ioports}:{vcpus}" + (f":iomem={iomem}" if iomem else ""),
+                *more_domains]
         self.sim = self.spawn([self.exe("dom0-tool/busprof-simxen"), "--socket", self.sim_sock,
                                *[a for d in doms for a in ("--domain", d)], *sim_args])
         self.wait_path(self.sim_sock, self.sim)
@@ -141,7 +146,7 @@ XEN_BUSPROF_RECORD_STORAGE_OVERLAP = 1 << int(re.search(
     r"#define XEN_BUSPROF_RECORD_STORAGE_OVERLAP\s+\(1u << (\d+)\)",
     open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
                       "../../xen-patches/xen/include/public/busprof.h")).read()).group(1))
-SIM_MSG = struct.Struct("<IiIIHHHHIIIIIIQ32s192s")
+SIM_MSG = struct.Struct("<IiIIHHHHIIIIIIQ32s544s")
 SIM_HELLO, SIM_HYPERCALL, SIM_PIO, SIM_LOOKUP = 1, 2, 3, 7
 ROLE_GUEST, ROLE_DOM0 = 1, 2
 
@@ -517,7 +522,7 @@ def sockets_are_private_and_peers_checked(rig):
     code = ("import socket,struct,sys\n"
             "s=socket.socket(socket.AF_UNIX,socket.SOCK_SEQPACKET); s.settimeout(10)\n"
             f"s.connect({rig.sim_sock!r})\n"
-            "m=struct.pack('<IiIIHHHHIIIIIIQ32s192s',1,0,1,2,0,0,0,0,0,0,0,0,0,0,0,b'',b'')\n"
+            "m=struct.pack('<IiIIHHHHIIIIIIQ32s544s',1,0,1,2,0,0,0,0,0,0,0,0,0,0,0,b'',b'')\n"
             "try:\n s.sendall(m); d=s.recv(1000)\nexcept OSError: d=b''\n"
             "print('REFUSED' if not d else 'ANSWERED')\n")
     r = subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True, text=True,

@@ -9,6 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -171,6 +174,64 @@ TEST(SimMachine, TwoMappingsOfOneRegionAreOneDevice) {
     b.access(0x70, 2, true, 0x4210); // index 0x10, then data 0x42
     a.access(0x70, 1, true, 0x10);
     EXPECT_EQ(a.access(0x71, 1, false, 0), 0x42u);
+}
+
+// The memory-mapped edu device, as QEMU's edu behaves.
+TEST(SimMachineEdu, IdLivenessAndWidths) {
+    sim::Machine m;
+    const uint64_t b = sim::kEduBase;
+    EXPECT_EQ(m.mmio(b + sim::kEduId, 4, false, 0), sim::kEduIdValue);
+    m.mmio(b + sim::kEduId, 4, true, 0); // read only
+    EXPECT_EQ(m.mmio(b + sim::kEduId, 4, false, 0), sim::kEduIdValue);
+    m.mmio(b + sim::kEduLiveness, 4, true, 0xa5a5f00f);
+    EXPECT_EQ(m.mmio(b + sim::kEduLiveness, 4, false, 0), 0x5a5a0ff0u);
+    // The 32-bit registers take 4-byte accesses only.
+    EXPECT_EQ(m.mmio(b + sim::kEduId, 2, false, 0), 0xffffu);
+    EXPECT_EQ(m.mmio(b + sim::kEduId, 8, false, 0), ~uint64_t{0});
+    m.mmio(b + sim::kEduLiveness, 1, true, 0);
+    EXPECT_EQ(m.mmio(b + sim::kEduLiveness, 4, false, 0), 0x5a5a0ff0u);
+    // Outside the BAR, or reaching past its end: nothing decodes it.
+    EXPECT_EQ(m.mmio(b - 4, 4, false, 0), 0xffffffffu);
+    EXPECT_EQ(m.mmio(b + sim::kEduSize - 4, 8, false, 0), ~uint64_t{0});
+    EXPECT_EQ(m.mmio(b, 3, false, 0), ~uint64_t{0});
+}
+
+TEST(SimMachineEdu, TheScratchRegisterKeepsEachWidthExactly) {
+    sim::Machine m;
+    const uint64_t s = sim::kEduBase + sim::kEduScratch;
+    m.mmio(s, 8, true, 0x1122334455667788ull);
+    EXPECT_EQ(m.mmio(s, 8, false, 0), 0x1122334455667788ull);
+    EXPECT_EQ(m.mmio(s + 4, 4, false, 0), 0x11223344u);
+    EXPECT_EQ(m.mmio(s + 2, 2, false, 0), 0x5566u);
+    EXPECT_EQ(m.mmio(s + 7, 1, false, 0), 0x11u);
+    m.mmio(s + 1, 1, true, 0xfffe); // one byte: only the low 8 bits
+    EXPECT_EQ(m.mmio(s, 8, false, 0), 0x112233445566fe88ull);
+    m.mmio(s + 4, 4, true, 0xdeadbeefcafef00dull);
+    EXPECT_EQ(m.mmio(s, 8, false, 0), 0xcafef00d5566fe88ull);
+}
+
+// A write to the factorial register starts a computation that takes the
+// configured latency: the status register's busy bit is set until then,
+// and the register holds the factorial after.
+TEST(SimMachineEdu, TheFactorialIsBusyForItsLatency) {
+    sim::MachineLayout layout;
+    layout.factorial_ns = 20000000; // 20 ms
+    sim::Machine m(layout);
+    const uint64_t b = sim::kEduBase;
+    const uint64_t t0 = now_ns();
+    m.mmio(b + sim::kEduFactorial, 4, true, 10);
+    unsigned polls = 0;
+    while (m.mmio(b + sim::kEduStatus, 4, false, 0) & sim::kEduBusy)
+        polls++;
+    const uint64_t took = now_ns() - t0;
+    EXPECT_GE(took, layout.factorial_ns);
+    EXPECT_GT(polls, 0u);
+    EXPECT_EQ(m.mmio(b + sim::kEduFactorial, 4, false, 0), 3628800u);
+    // 13! modulo 2^32, as a 32-bit register holds it.
+    m.mmio(b + sim::kEduFactorial, 4, true, 13);
+    while (m.mmio(b + sim::kEduStatus, 4, false, 0) & sim::kEduBusy)
+        ;
+    EXPECT_EQ(m.mmio(b + sim::kEduFactorial, 4, false, 0), static_cast<uint32_t>(6227020800ull));
 }
 
 TEST(SimMachine, RefusesARegionThatIsNotAMachine) {
