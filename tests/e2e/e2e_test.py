@@ -606,8 +606,50 @@ def mmio_edu_sequence_recorded_and_extracted(rig):
                      ("extract", None, EDU_BAR, EDU_BAR + 0x1fff)], marks
 
 
+def mmio_trap_refusals_and_dom0_trap(rig):
+    """busprof policy --allow-mmio and busprof trap --mmio: each refusal its
+    own error and HINT, all or nothing; a dom0 trap records an unmodified
+    guest's accesses."""
+    def bp(*args):
+        return rig.busprof(*args, "--sim-socket", rig.sim_sock, check=False)
+
+    r = bp("policy", DOMAIN, "--allow-mmio", "0xfebf0004-0xfebfffff")
+    assert r.returncode == 1 and "not whole 4 KiB pages" in r.stderr and "HINT:" in r.stderr, \
+        r.stderr
+    r = bp("policy", DOMAIN, "--allow-mmio", "0xfebf0000-0xfebf1fff,0xfe000000-0xfe000fff,"
+           "0xfed00000-0xfed00fff")
+    assert r.returncode == 0 and "mmio policy:" in r.stdout, r.stdout + r.stderr
+    r = bp("trap", DOMAIN, "--mmio", "0xfebf0000-0xfebf0fff")
+    assert r.returncode == 1 and "no profiler" in r.stderr, r.stderr
+    rig.start_daemon()
+    for span, why in (("0xfe000000-0xfe000fff", "outside its MMIO trap policy"),
+                      ("0xfed00000-0xfed00fff", "not the domain's direct mapping"),
+                      ("0xfebf2000-0xfebf2fff", "outside its MMIO trap policy")):
+        # The first span is good: all or nothing takes it back.
+        r = bp("trap", DOMAIN, "--mmio", "0xfebf0000-0xfebf0fff," + span)
+        assert r.returncode == 1 and why in r.stderr and "HINT:" in r.stderr, (span, r.stderr)
+        r = bp("policy", DOMAIN)
+        assert "mmio traps:  (none)" in r.stdout, r.stdout
+    r = bp("trap", DOMAIN, "--mmio", "0xfebf0000-0xfebf0fff")
+    assert r.returncode == 0 and "memory-mapped traps: 0xfebf0000-0xfebf0fff" in r.stdout, r.stdout
+    r = bp("trap", DOMAIN, "--mmio", "0xfebf0000-0xfebf0fff")
+    assert r.returncode == 1 and "overlaps a span that is trapped" in r.stderr, r.stderr
+    # The driver's own trap now overlaps dom0's: it is refused, and says so.
+    g = rig.guest([rig.exe("guest-lib/busprof-edu-driver")])
+    assert g.returncode == 1 and "File exists" in g.stderr, g.stdout + g.stderr
+    r = bp("untrap", DOMAIN, "--mmio", "0xfebf0000-0xfebf0fff")
+    assert r.returncode == 0, r.stderr
+    r = bp("untrap", DOMAIN, "--mmio", "0xfebf0000-0xfebf0fff")
+    assert r.returncode == 1 and "not a trapped span" in r.stderr, r.stderr
+    rig.stop_daemon()
+    marks = query(rig.db, "SELECT kind, origin, addr_first FROM markers WHERE kind IN"
+                          " ('start_trap', 'stop_trap') ORDER BY id")
+    assert ("start_trap", "dom0", EDU_BAR) in marks and ("stop_trap", "dom0", EDU_BAR) in marks, \
+        marks
+
+
 CASES = {f.__name__: f for f in [
-    mmio_edu_sequence_recorded_and_extracted,
+    mmio_edu_sequence_recorded_and_extracted, mmio_trap_refusals_and_dom0_trap,
     untrapped_port_reaches_the_same_device, string_io_gives_one_row_per_element,
     exited_threads_give_their_vcpus_back, closing_one_handle_keeps_the_other,
     many_connections_leave_no_threads_behind, guest_is_bound_to_its_sockets_domain,
