@@ -1,5 +1,5 @@
 -- SPDX-License-Identifier: GPL-2.0-only
--- busprof trace database, schema version 6.
+-- busprof trace database, schema version 7.
 --
 -- One clock for every time in this file: nanoseconds of dom0's
 -- CLOCK_MONOTONIC (Xen TSC values are converted by the daemon).
@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     created_ns INTEGER NOT NULL,       -- when the daemon attached to the domain (ns)
     started_ns INTEGER,                -- when recording first began (ns); NULL before
     stopped_ns INTEGER,                -- when the session stopped (ns); NULL while not stopped
-    recorded INTEGER NOT NULL DEFAULT 0,   -- transactions written to this file (count)
+    recorded INTEGER NOT NULL DEFAULT 0,   -- transactions written to this file (count), port accesses only (table transactions)
     dropped INTEGER NOT NULL DEFAULT 0,    -- transactions served but not recorded because the record queue was full, e.g. while the DB could not be written (count)
     notes_dropped INTEGER NOT NULL DEFAULT 0, -- guest markers and events not recorded because their queue was full (count)
     summarised INTEGER NOT NULL DEFAULT 0, -- transactions of this file counted in the summaries (latency_totals, latency_buckets), the first ones of the session: behind recorded by the rows its writer committed in the last second (at most 1048576), equal to it after a flush (busprof flush, a frame of busprof top) and once the session stopped; a daemon killed in between leaves it behind until the file is next opened for writing (count)
@@ -35,7 +35,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     timeouts INTEGER NOT NULL DEFAULT 0,   -- accesses Xen completed without the daemon (count)
     clock_error_ns INTEGER,            -- how closely the daemon related Xen's stamp clock to CLOCK_MONOTONIC at attach: the offset is right within +/- this (ns); 0 when the hypervisor stamps CLOCK_MONOTONIC itself (the simulator)
     clock_skew_ns INTEGER NOT NULL DEFAULT 0, -- the largest disagreement between Xen's stamps and the daemon's seen in the session, as shown by records with clock_skewed = 1 (ns); 0: none seen; unflagged rows of the session may be off by up to this much as well
-    owner TEXT                         -- while a daemon serves the session: 'boot-id/pid/start-time' of that daemon process; NULL once it ended the session
+    owner TEXT,                        -- while a daemon serves the session: 'boot-id/pid/start-time' of that daemon process; NULL once it ended the session
+    mmio_recorded INTEGER NOT NULL DEFAULT 0 -- memory-mapped accesses written to this file, table mmio_transactions (count).  Since schema version 7; an older file gets the column, 0, when it is next opened for writing
 );
 
 -- One trapped port access: performed on the real bus by the daemon.
@@ -69,6 +70,47 @@ CREATE TABLE IF NOT EXISTS transactions (
     storage_overlap INTEGER NOT NULL DEFAULT 0 CHECK (storage_overlap = 0 OR storage_overlap = 1) -- 1: busprof's own storage work (its writer committing rows, or a checkpoint of the WAL) ran at some moment between t_trap_ns and t_resume_ns: where dom0 had no CPU to spare, this access may have waited for it, and its overhead (rarely its bus time) is then partly the profiler's; 0: none ran meanwhile.  Since schema version 6; a file of version 5 gets the column, all 0, when it is next opened for writing
 );
 
+-- One trapped memory-mapped access (interface 1.3): a guest's load or store
+-- to a page of device memory (a PCI BAR) that the daemon performed on the
+-- device.  Its columns are those of transactions with the same names and
+-- meanings, but for the address space, the 64-bit address that takes
+-- port's place, the 64-bit value and size 8.
+-- Why a table of its own and not columns on transactions: every query,
+-- view and summary written for ports (port_latency, latency_totals,
+-- transaction_times, the golden queries, the commands' filters) keeps its
+-- answer with no WHERE on a space, and no existing file needs a rebuild: a
+-- trace of an older schema gets this table empty, where a new space and
+-- address column and size 8 on transactions would have needed the table
+-- copied row by row (SQLite cannot change a CHECK) and port made NULL or
+-- meaningless for memory-mapped rows.  Rejected with it: a side table of
+-- addresses joined to transactions rows (the same CHECKs in the way, and a
+-- join on every read).  The cost: ids are per table, so the order of port
+-- and memory-mapped accesses together is that of their stamps
+-- (t_bus_begin_ns, on one clock), and a command that shows both reads two
+-- tables.
+CREATE TABLE IF NOT EXISTS mmio_transactions (
+    id INTEGER PRIMARY KEY,            -- memory-mapped transaction id, increasing in the order the daemon served them (its own sequence, apart from transactions.id)
+    session_id INTEGER NOT NULL REFERENCES sessions(id), -- session it belongs to
+    domid INTEGER NOT NULL,            -- Xen domain id of the guest that made the access
+    vcpu INTEGER NOT NULL,             -- the guest's vCPU that executed the instruction
+    rip INTEGER NOT NULL,              -- guest RIP of the load or store instruction (64-bit, stored signed as in transactions); 0 if Xen gave no stamp
+    space TEXT NOT NULL DEFAULT 'mmio' CHECK (space = 'mmio'), -- address space of addr: 'mmio', guest-physical memory (ports are in transactions)
+    addr INTEGER NOT NULL CHECK (addr BETWEEN 0 AND 4503599627370495), -- guest-physical address of the access's first byte (at most 2^52 - 1; printf('0x%x', addr) shows it as an address)
+    size INTEGER NOT NULL CHECK (size = 1 OR size = 2 OR size = 4 OR size = 8), -- access width (bytes); an access Xen split (at a page boundary, rep movs/stos one element at a time) is one row per part
+    dir TEXT NOT NULL CHECK (dir = 'in' OR dir = 'out'), -- 'in' reads the device (a load), 'out' writes it (a store)
+    value INTEGER NOT NULL,            -- value written, or value read and returned to the guest: 64-bit, stored signed as rip is (an 8-byte value with its top bit set reads negative; printf('0x%x', value) shows its bits)
+    t_trap_ns INTEGER NOT NULL,        -- Xen took the fault for the access (ns)
+    t_bus_begin_ns INTEGER,            -- daemon, immediately before the access to the device (ns); NULL: no access was made
+    t_bus_end_ns INTEGER,              -- daemon, immediately after it (ns); NULL: no access was made
+    t_resume_ns INTEGER NOT NULL,      -- Xen resumed the guest vCPU with the result (ns), as in transactions
+    clock_skewed INTEGER NOT NULL DEFAULT 0 CHECK (clock_skewed = 0 OR clock_skewed = 1), -- as in transactions
+    task INTEGER,                      -- who made the access, as in transactions
+    pcpu INTEGER,                      -- the physical CPU the guest's vCPU ran on, as in transactions
+    pre_trigger INTEGER NOT NULL DEFAULT 0 CHECK (pre_trigger = 0 OR pre_trigger = 1), -- as in transactions
+    status TEXT NOT NULL CHECK (status = 'ok' OR status = 'timeout' OR status = 'error'), -- as in transactions ('error': refused, value all ones of its size)
+    storage_overlap INTEGER NOT NULL DEFAULT 0 CHECK (storage_overlap = 0 OR storage_overlap = 1) -- as in transactions
+);
+
 -- Session markers: trap calls (the guest's own, or dom0's for it) and changes of the session state.
 CREATE TABLE IF NOT EXISTS markers (
     id INTEGER PRIMARY KEY,            -- marker id
@@ -80,7 +122,9 @@ CREATE TABLE IF NOT EXISTS markers (
     port_first INTEGER,                -- first port of the range concerned; NULL if none
     port_last INTEGER,                 -- last port of the range concerned; NULL if none
     t_ns INTEGER NOT NULL,             -- when it happened (ns); Xen's stamp for guest calls
-    cause TEXT                         -- for start/pause/resume/stop: what made it: 'start_trap', 'accesses:N', 'on:COND' (--start-on/--stop-on), 'user' (busprof pause/resume/stop), 'guest' (the guest's bp_pause/bp_resume), 'stop_trap', 'records:N', 'duration', 'signal', 'detached', 'hypervisor_gone', 'shutdown'; NULL for trap calls and extracts
+    cause TEXT,                        -- for start/pause/resume/stop: what made it: 'start_trap', 'accesses:N', 'on:COND' (--start-on/--stop-on), 'user' (busprof pause/resume/stop), 'guest' (the guest's bp_pause/bp_resume), 'stop_trap', 'records:N', 'duration', 'signal', 'detached', 'hypervisor_gone', 'shutdown'; NULL for trap calls and extracts
+    addr_first INTEGER,                -- first guest-physical address of the memory-mapped span concerned (a trap call or extract on one; port_first and port_last are NULL then); NULL for ports or none.  Since schema version 7
+    addr_last INTEGER                  -- last guest-physical address of that span, inclusive; NULL where addr_first is
 );
 
 -- Things that went wrong or out of the ordinary during a session.

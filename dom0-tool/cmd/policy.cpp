@@ -20,10 +20,16 @@ void setup_policy(CLI::App& app, Globals& g, Runner& run) {
         ->check(non_empty("domain"));
     c->add_option("--allow", *allow, "ranges to allow, e.g. 0x3f8-0x3ff,0x70-0x71");
     c->add_option("--revoke", *revoke, "ranges to revoke (traps outside the policy are dropped)");
+    auto allow_mmio = std::make_shared<std::vector<std::string>>();
+    auto revoke_mmio = std::make_shared<std::vector<std::string>>();
+    c->add_option("--allow-mmio", *allow_mmio,
+                  "memory-mapped spans to allow, whole pages, e.g. 0xfebf0000-0xfecfffff");
+    c->add_option("--revoke-mmio", *revoke_mmio,
+                  "memory-mapped spans to revoke (traps outside the policy are dropped)");
     c->add_option("--backend", g.backend, "hypervisor: sim or xen")
         ->check(CLI::IsMember({"sim", "xen"}));
     c->add_option("--sim-socket", g.sim_socket, "socket of the simulated hypervisor");
-    c->callback([&g, &run, domain, allow, revoke] {
+    c->callback([&g, &run, domain, allow, revoke, allow_mmio, revoke_mmio] {
         // Every range is checked before the hypervisor is asked anything, so a
         // typo in the second item cannot leave the first one applied.
         auto parse = [](const std::vector<std::string>& specs) {
@@ -34,9 +40,39 @@ void setup_policy(CLI::App& app, Globals& g, Runner& run) {
             return out;
         };
         auto to_allow = parse(*allow), to_revoke = parse(*revoke);
-        run = [&g, domain, to_allow, to_revoke] {
+        auto parse_mmio = [](const std::vector<std::string>& specs) {
+            std::vector<std::pair<std::string, MmioRange>> out;
+            for (auto& spec : specs)
+                for (auto r : parse_mmio_ranges(spec))
+                    out.emplace_back(spec, r);
+            return out;
+        };
+        auto mmio_allow = parse_mmio(*allow_mmio), mmio_revoke = parse_mmio(*revoke_mmio);
+        run = [&g, domain, to_allow, to_revoke, mmio_allow, mmio_revoke] {
             auto hv = make_hypervisor(g.backend, g.sim_socket);
             DomainInfo d = hv->lookup(*domain);
+            auto apply_mmio = [&](const std::vector<std::pair<std::string, MmioRange>>& spans,
+                                  unsigned cmd) {
+                for (auto& [spec, r] : spans) {
+                    xen_busprof_dom0_span p{};
+                    p.domid = d.domid;
+                    p.span = {r.first, r.last, XEN_BUSPROF_SPACE_MMIO, 0};
+                    Status st = hv->op(cmd, &p, sizeof(p));
+                    if (!st)
+                        throw UserError(
+                            "cannot " +
+                                std::string(cmd == XEN_BUSPROF_policy_allow_span ? "allow"
+                                                                                 : "revoke") +
+                                " memory-mapped span " + spec + " for " + d.name + ": " +
+                                st.error().message(),
+                            st.error() == ENOSPC ? "at most 16 disjoint spans per domain"
+                            : st.error() == EOPNOTSUPP
+                                ? "that needs busprof's Xen patches of interface 1.3"
+                                : "'busprof policy " + d.name + "' lists what it allows now");
+                }
+            };
+            apply_mmio(mmio_allow, XEN_BUSPROF_policy_allow_span);
+            apply_mmio(mmio_revoke, XEN_BUSPROF_policy_revoke_span);
             auto apply = [&](const std::vector<std::pair<std::string, PortRange>>& ranges,
                              unsigned cmd) {
                 for (auto& [spec, r] : ranges) {
@@ -70,6 +106,21 @@ void setup_policy(CLI::App& app, Globals& g, Runner& run) {
             for (unsigned i = 0; i < q.nr_traps && i < XEN_BUSPROF_MAX_RANGES; i++)
                 std::printf(" 0x%x-0x%x", q.traps[i].first, q.traps[i].last);
             std::printf(q.nr_traps ? "\n" : " (none)\n");
+            xen_busprof_query_mmio m{};
+            m.domid = d.domid;
+            // A hypervisor before interface 1.3 has no memory-mapped policy.
+            if (hv->op(XEN_BUSPROF_query_mmio, &m, sizeof(m)) && (m.nr_policy || m.nr_traps)) {
+                std::printf("  mmio policy:");
+                for (unsigned i = 0; i < m.nr_policy && i < XEN_BUSPROF_MAX_RANGES; i++)
+                    std::printf(" 0x%llx-0x%llx",
+                                static_cast<unsigned long long>(m.policy[i].first),
+                                static_cast<unsigned long long>(m.policy[i].last));
+                std::printf(m.nr_policy ? "\n  mmio traps: " : " (none)\n  mmio traps: ");
+                for (unsigned i = 0; i < m.nr_traps && i < XEN_BUSPROF_MAX_RANGES; i++)
+                    std::printf(" 0x%llx-0x%llx", static_cast<unsigned long long>(m.traps[i].first),
+                                static_cast<unsigned long long>(m.traps[i].last));
+                std::printf(m.nr_traps ? "\n" : " (none)\n");
+            }
             return EXIT_SUCCESS;
         };
     });

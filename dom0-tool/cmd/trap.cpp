@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // busprof trap|untrap DOMAIN --ports RANGES: dom0 starts and stops the traps of
-// a guest that never calls busprof (XEN_BUSPROF_trap/untrap, interface 1.1).
+// a guest that never calls busprof (XEN_BUSPROF_trap/untrap, interface 1.1);
+// --mmio RANGES does the same for memory-mapped spans (trap_span/untrap_span,
+// interface 1.3).
 #include "cmd.h"
 #include "error.h"
 #include "hv.h"
@@ -68,6 +70,97 @@ void print_traps(Hypervisor& hv, const DomainInfo& d) {
     std::printf(q.nr_traps ? "\n" : " (none)\n");
 }
 
+std::string span_text(const MmioRange& r) {
+    char buf[48];
+    std::snprintf(buf, sizeof(buf), "0x%llx-0x%llx", static_cast<unsigned long long>(r.first),
+                  static_cast<unsigned long long>(r.last));
+    return buf;
+}
+
+Status dom0_trap_span(Hypervisor& hv, unsigned cmd, domid_t domid, const MmioRange& r) {
+    xen_busprof_dom0_span t{};
+    t.domid = domid;
+    t.span = {r.first, r.last, XEN_BUSPROF_SPACE_MMIO, 0};
+    return hv.op(cmd, &t, sizeof(t));
+}
+
+// Each refusal of a memory-mapped span has its own errno (public/busprof.h).
+[[noreturn]] void refused_span(bool trap, const DomainInfo& d, const MmioRange& r, Errno e) {
+    std::string what = std::string(trap ? "cannot trap" : "cannot untrap") +
+                       " memory-mapped span " + span_text(r) + " of " + d.name + ": ";
+    std::string list = "'busprof policy " + d.name + "' lists the policy and the traps";
+    switch (e.value()) {
+    case EPERM:
+        throw UserError(what + "outside its MMIO trap policy or outside the device memory the "
+                               "domain may access",
+                        list + "; allow it with 'busprof policy " + d.name +
+                            " --allow-mmio RANGES' (the domain itself needs the pages, e.g. "
+                            "xl's iomem=)");
+    case EXDEV:
+        throw UserError(what + "a page of it is not the domain's direct mapping of a device (the "
+                               "hypervisor emulates it, it is an MSI-X table or PBA page, or it "
+                               "is not device memory)",
+                        "trap only pages of a BAR given to the domain, without its MSI-X pages");
+    case EINVAL:
+        throw UserError(what + "not whole pages below 2^52", "give whole 4 KiB pages");
+    case ENXIO:
+        throw UserError(what + "no profiler of interface 1.3 or later is attached to it",
+                        "start 'busprof daemon " + d.name + "' first");
+    case EEXIST:
+        throw UserError(what + "it overlaps a span that is trapped already",
+                        list + "; untrap that span first");
+    case ENOENT:
+        throw UserError(what + "that is not a trapped span",
+                        "untrap exactly a span that 'busprof trap' or the guest trapped; " + list);
+    case ENOSPC:
+        throw UserError(what + "more than 16 spans or " +
+                            std::to_string(XEN_BUSPROF_MAX_MMIO_PAGES) +
+                            " pages would be trapped in the domain",
+                        list + "; trap fewer pages at once");
+    case EOPNOTSUPP:
+        throw UserError(what + "the hypervisor cannot trap memory-mapped spans",
+                        "that needs busprof's Xen patches of interface 1.3 with the page-table "
+                        "work, or the simulator; a PV domain cannot trap them at all");
+    default:
+        throw UserError(what + e.message(), list);
+    }
+}
+
+// The spans, all or nothing: Xen checks each (there is no cheaper look
+// ahead for its iomem and mapping checks), and a refusal takes back the
+// spans this call trapped before it.
+void trap_spans(Hypervisor& hv, const DomainInfo& d, const std::vector<MmioRange>& spans,
+                bool trap) {
+    for (size_t i = 0; i < spans.size(); i++) {
+        for (size_t j = 0; j < i; j++)
+            if (spans[j].first <= spans[i].last && spans[i].first <= spans[j].last)
+                throw UserError("memory-mapped span " + span_text(spans[i]) +
+                                    " overlaps another span of --mmio",
+                                "name each span once");
+    }
+    for (size_t i = 0; i < spans.size(); i++) {
+        Status st = dom0_trap_span(hv, trap ? XEN_BUSPROF_trap_span : XEN_BUSPROF_untrap_span,
+                                   d.domid, spans[i]);
+        if (st)
+            continue;
+        if (trap)
+            for (size_t j = 0; j < i; j++)
+                (void)dom0_trap_span(hv, XEN_BUSPROF_untrap_span, d.domid, spans[j]);
+        refused_span(trap, d, spans[i], st.error());
+    }
+}
+
+void print_mmio_traps(Hypervisor& hv, const DomainInfo& d) {
+    xen_busprof_query_mmio q{};
+    q.domid = d.domid;
+    if (!hv.op(XEN_BUSPROF_query_mmio, &q, sizeof(q)))
+        return; // a hypervisor before 1.3 has none
+    std::printf("domain %s (id %u): memory-mapped traps:", d.name.c_str(), d.domid);
+    for (unsigned i = 0; i < q.nr_traps && i < XEN_BUSPROF_MAX_RANGES; i++)
+        std::printf(" %s", span_text({q.traps[i].first, q.traps[i].last}).c_str());
+    std::printf(q.nr_traps ? "\n" : " (none)\n");
+}
+
 void setup_one(CLI::App& app, Globals& g, Runner& run, bool trap) {
     auto* c = app.add_subcommand(
         trap ? "trap" : "untrap",
@@ -78,19 +171,35 @@ void setup_one(CLI::App& app, Globals& g, Runner& run, bool trap) {
     c->add_option("domain", *domain, "guest domain, by name or id")
         ->required()
         ->check(non_empty("domain"));
-    c->add_option("--ports", *ports, "port ranges, e.g. 0x2f8-0x2ff,0x70-0x71")->required();
+    auto mmio = std::make_shared<std::vector<std::string>>();
+    c->add_option("--ports", *ports, "port ranges, e.g. 0x2f8-0x2ff,0x70-0x71");
+    c->add_option("--mmio", *mmio,
+                  "memory-mapped spans of guest-physical pages, e.g. 0xfebf0000-0xfebf0fff");
     c->add_option("--backend", g.backend, "hypervisor: sim or xen")
         ->check(CLI::IsMember({"sim", "xen"}));
     c->add_option("--sim-socket", g.sim_socket, "socket of the simulated hypervisor");
-    c->callback([&g, &run, domain, ports, trap] {
+    c->callback([&g, &run, domain, ports, mmio, trap] {
+        if (ports->empty() && mmio->empty())
+            throw UserError(std::string("nothing to ") + (trap ? "trap" : "untrap"),
+                            "name port ranges with --ports or memory-mapped spans with --mmio");
         // Every range is checked before the hypervisor is asked anything.
         std::vector<PortRange> ranges;
         for (auto& spec : *ports)
             for (auto r : parse_port_ranges(spec))
                 ranges.push_back(r);
-        run = [&g, domain, ranges, trap] {
+        std::vector<MmioRange> spans;
+        for (auto& spec : *mmio)
+            for (auto r : parse_mmio_ranges(spec))
+                spans.push_back(r);
+        run = [&g, domain, ranges, spans, trap] {
             auto hv = make_hypervisor(g.backend, g.sim_socket);
             DomainInfo d = hv->lookup(*domain);
+            if (!spans.empty()) {
+                trap_spans(*hv, d, spans, trap);
+                print_mmio_traps(*hv, d);
+                if (ranges.empty())
+                    return EXIT_SUCCESS;
+            }
             // All or nothing: what Xen's table shows is checked for every
             // range before any is asked for, so that a bad range does not
             // leave the ones before it trapped (and their markers, and a

@@ -12,7 +12,7 @@ namespace busprof::sim {
 
 namespace {
 constexpr uint32_t kMagic = 0x6d507542; // "BuPm"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 
 uint64_t monotonic_ns() {
     timespec ts;
@@ -36,6 +36,12 @@ struct MachineState {
     uint8_t cmos_index;   // always < 128
     uint8_t cmos[128];
     uint8_t latency[16];
+    // The edu device.
+    uint32_t edu_liveness;
+    uint32_t edu_factorial; // the operand, until the computation is done
+    uint32_t edu_status;
+    uint64_t edu_done_ns; // when the computation ends (monotonic ns); 0: none
+    uint64_t edu_scratch;
 };
 
 namespace {
@@ -131,6 +137,67 @@ uint32_t Machine::access(uint16_t port, unsigned size, bool write, uint32_t valu
             ;
     }
     return write ? 0 : result;
+}
+
+namespace {
+uint32_t factorial(uint32_t n) {
+    uint32_t f = 1;
+    for (uint32_t i = 2; i <= n && f; i++)
+        f *= i; // modulo 2^32, as the device's 32-bit register holds it
+    return f;
+}
+
+uint64_t ones(unsigned size) {
+    return size >= 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * size)) - 1;
+}
+} // namespace
+
+uint64_t Machine::mmio(uint64_t addr, unsigned size, bool write, uint64_t value) {
+    if (size != 1 && size != 2 && size != 4 && size != 8)
+        return write ? 0 : ones(8);
+    value &= ones(size);
+    if (addr < kEduBase || addr - kEduBase >= kEduSize || addr - kEduBase > kEduSize - size)
+        return write ? 0 : ones(size);
+    const uint64_t off = addr - kEduBase;
+    Lock lk(&s_->mu);
+    // The computation ends on its own time, seen by whoever looks next.
+    if (s_->edu_done_ns && monotonic_ns() >= s_->edu_done_ns) {
+        s_->edu_factorial = factorial(s_->edu_factorial);
+        s_->edu_status &= ~kEduBusy;
+        s_->edu_done_ns = 0;
+    }
+    if (off >= kEduScratch && off + size <= kEduScratch + 8) {
+        const unsigned shift = static_cast<unsigned>(8 * (off - kEduScratch));
+        if (!write)
+            return (s_->edu_scratch >> shift) & ones(size);
+        s_->edu_scratch = (s_->edu_scratch & ~(ones(size) << shift)) | (value << shift);
+        return 0;
+    }
+    if (off >= kEduScratch || size != 4 || off % 4)
+        return write ? 0 : ones(size);
+    const auto v = static_cast<uint32_t>(value);
+    switch (off) {
+    case kEduId:
+        return write ? 0 : kEduIdValue;
+    case kEduLiveness:
+        return write ? (s_->edu_liveness = v, 0) : ~s_->edu_liveness;
+    case kEduFactorial:
+        if (!write)
+            return s_->edu_factorial;
+        if (!(s_->edu_status & kEduBusy)) { // edu ignores a write while computing
+            s_->edu_factorial = v;
+            s_->edu_status |= kEduBusy;
+            s_->edu_done_ns = monotonic_ns() + s_->layout.factorial_ns;
+        }
+        return 0;
+    case kEduStatus:
+        if (!write)
+            return s_->edu_status;
+        s_->edu_status = (s_->edu_status & kEduBusy) | (v & 0x80);
+        return 0;
+    default:
+        return write ? 0 : ones(size);
+    }
 }
 
 // mu held.  Offsets are computed in int so that a base near 0xffff cannot

@@ -34,9 +34,12 @@ int main(int argc, char** argv) {
     std::string socket = "/run/busprof/simxen.sock";
     std::vector<std::string> domains;
     app.add_option("--socket", socket, "UNIX socket to serve guests and dom0 on");
-    app.add_option("--domain", domains,
-                   "guest domain DOMID:NAME:PORTS[:VCPUS], repeatable; VCPUS 1 to " +
-                       std::to_string(XEN_BUSPROF_MAX_VCPUS) + " (default 4)")
+    app.add_option(
+           "--domain", domains,
+           "guest domain DOMID:NAME:PORTS[:VCPUS][:iomem=RANGES], repeatable (iomem: its device "
+           "memory, whole pages, e.g. iomem=0xfebf0000-0xfecfffff for the edu device); VCPUS 1 "
+           "to " +
+               std::to_string(XEN_BUSPROF_MAX_VCPUS) + " (default 4)")
         ->required();
     int64_t skew = 0;
     app.add_option("--stamp-skew-ns", skew,

@@ -11,6 +11,7 @@ extern "C" {
 #include <xen/hvm/ioreq.h>
 }
 
+#include <algorithm>
 #include <cstring>
 #include <fcntl.h>
 #include <poll.h>
@@ -26,13 +27,21 @@ namespace busprof::sim {
 // ---------------------------------------------------------------- parsing
 
 DomainConfig parse_domain_config(const std::string& text) {
+    static const char* const kGrammar = "use DOMID:NAME:PORTS[:VCPUS][:iomem=RANGES], e.g. "
+                                        "1:demo:0x3f8-0x3ff:2:iomem=0xfebf0000-0xfecfffff";
     std::vector<std::string> f;
     std::stringstream ss(text);
     std::string item;
     while (std::getline(ss, item, ':'))
         f.push_back(item);
+    DomainConfig c;
+    // The device memory, last and named, so that VCPUS stays optional.
+    if (f.size() >= 4 && f.back().rfind("iomem=", 0) == 0) {
+        c.iomem = parse_mmio_ranges(f.back().substr(6));
+        f.pop_back();
+    }
     if (f.size() < 3 || f.size() > 4)
-        throw UserError("malformed domain '" + text + "'", "use DOMID:NAME:PORTS[:VCPUS]");
+        throw UserError("malformed domain '" + text + "'", kGrammar);
     auto number = [&](const std::string& s, const char* what) {
         size_t used = 0;
         unsigned long v = 0;
@@ -43,10 +52,9 @@ DomainConfig parse_domain_config(const std::string& text) {
         }
         if (s.empty() || used != s.size() || s[0] == '-')
             throw UserError(std::string("malformed ") + what + " '" + s + "' in '" + text + "'",
-                            "use DOMID:NAME:PORTS[:VCPUS], e.g. 1:demo:0x3f8-0x3ff:2");
+                            kGrammar);
         return v;
     };
-    DomainConfig c;
     unsigned long id = number(f[0], "domain id");
     if (id == 0 || id >= 0x7ff0)
         throw UserError("domain id " + f[0] + " out of range", "guests have ids 1..32751");
@@ -103,7 +111,13 @@ struct SimHypervisor::Domain {
     std::vector<struct vcpu> vcpus;
     DomainConfig cfg;
     busprof_rangeset ioports{};
-    std::mutex mu; // everything below
+    busprof_rangeset iomem{}; // cfg.iomem, for the core's checks
+    // The pages whose direct mapping a trap removed (Xen's p2m entries
+    // made invalid), by gfn.  Its own lock: the host hooks run under the
+    // core's, which never waits for mu's holders but may for this.
+    std::mutex p2m_mu;
+    std::vector<uint64_t> unmapped; // p2m_mu, sorted
+    std::mutex mu;                  // everything below
     std::vector<bool> vcpu_used;
     // The profiler's ioreq server (at most one, id 0).  A vCPU whose access
     // waits on it holds a reference, so its page and event descriptors stay
@@ -201,22 +215,45 @@ bool busprof_host_ioports_permitted(const struct domain* d, unsigned int first, 
     return busprof_ranges_covers(&host_of(d)->ioports, first, last);
 }
 
-// MMIO (interface 1.3): the simulated machine has no device memory yet, so
-// every MMIO trap is refused (-EPERM: no iomem permission).
+// MMIO (interface 1.3).  The domain's iomem pages are mapped 1:1; those
+// inside the machine's edu BAR are its direct mapping of device memory,
+// any other page of iomem is not device memory (-EXDEV).  The p2m is the
+// list of unmapped pages: an access to one of them comes to mmio() as a
+// fault, the others reach the device directly.
 bool busprof_host_is_hvm(const struct domain*) {
     return true;
 }
-bool busprof_host_iomem_permitted(const struct domain*, uint64_t, uint64_t) {
-    return false;
+bool busprof_host_iomem_permitted(const struct domain* d, uint64_t gfn, uint64_t nr) {
+    return nr && busprof_ranges_covers(&host_of(d)->iomem, gfn << XEN_BUSPROF_MMIO_PAGE_SHIFT,
+                                       ((gfn + nr) << XEN_BUSPROF_MMIO_PAGE_SHIFT) - 1);
 }
-bool busprof_host_mmio_direct(const struct domain*, uint64_t, uint64_t) {
-    return false;
+bool busprof_host_mmio_direct(const struct domain* d, uint64_t gfn, uint64_t nr) {
+    const uint64_t first = gfn << XEN_BUSPROF_MMIO_PAGE_SHIFT;
+    const uint64_t end = (gfn + nr) << XEN_BUSPROF_MMIO_PAGE_SHIFT;
+    return busprof_host_iomem_permitted(d, gfn, nr) && first >= busprof::sim::kEduBase &&
+           end <= busprof::sim::kEduBase + busprof::sim::kEduSize;
 }
-int busprof_host_mmio_unmap(struct domain*, uint64_t, unsigned int, unsigned int* done) {
+int busprof_host_mmio_unmap(struct domain* d, uint64_t gfn, unsigned int nr, unsigned int* done) {
+    auto* dom = host_of(d);
+    std::lock_guard lk(dom->p2m_mu);
     *done = 0;
-    return -EOPNOTSUPP;
+    for (unsigned i = 0; i < nr; i++) {
+        auto at = std::lower_bound(dom->unmapped.begin(), dom->unmapped.end(), gfn + i);
+        // The core never unmaps a page twice; a host that did would lose
+        // the frame it must restore.
+        if ((at != dom->unmapped.end() && *at == gfn + i) ||
+            !busprof_host_mmio_direct(d, gfn + i, 1))
+            return -EXDEV;
+        dom->unmapped.insert(at, gfn + i);
+        ++*done;
+    }
+    return 0;
 }
-void busprof_host_mmio_restore(struct domain*, uint64_t, unsigned int) {}
+void busprof_host_mmio_restore(struct domain* d, uint64_t gfn, unsigned int nr) {
+    auto* dom = host_of(d);
+    std::lock_guard lk(dom->p2m_mu);
+    std::erase_if(dom->unmapped, [&](uint64_t g) { return g >= gfn && g - gfn < nr; });
+}
 
 // The simulator's one ioreq server has id 0 and is dom0's.
 int busprof_host_server_ready(struct domain* d, uint16_t ioservid, domid_t profiler) {
@@ -314,6 +351,10 @@ SimHypervisor::SimHypervisor(std::string socket_path, std::vector<DomainConfig> 
         for (auto r : cfg.ioports)
             if (busprof_ranges_add(&dom->ioports, r.first, r.last, true))
                 throw UserError("too many I/O port ranges for domain " + cfg.name);
+        for (auto r : cfg.iomem)
+            if (busprof_spans_add(&dom->iomem, r.first, r.last, true))
+                throw UserError("too many iomem ranges for domain " + cfg.name,
+                                "give it at most " + std::to_string(XEN_BUSPROF_MAX_RANGES));
         domains_.push_back(std::move(dom));
     }
     dom0_ = std::make_unique<Domain>();
@@ -440,6 +481,14 @@ void SimHypervisor::stop() {
     // sigwait()), so the timer thread's lock may be taken here.
     std::lock_guard lk(timer_mu_);
     timer_cv_.notify_one();
+}
+
+std::vector<uint64_t> SimHypervisor::unmapped_pages(uint16_t domid) {
+    Domain* dom = find(domid);
+    if (!dom)
+        return {};
+    std::lock_guard lk(dom->p2m_mu);
+    return dom->unmapped;
 }
 
 SimHypervisor::Domain* SimHypervisor::find(uint16_t domid) {
@@ -646,6 +695,12 @@ void SimHypervisor::handle(Conn& c, const bp_sim_msg& m, const std::vector<uint8
         else
             pio(c, r, m.nr);
         break;
+    case BP_SIM_MMIO:
+        if (c.role != BP_SIM_ROLE_GUEST)
+            r.rc = -EPERM;
+        else
+            mmio(c, r, m.nr);
+        break;
     case BP_SIM_ACQUIRE_MACHINE:
         if (c.role != BP_SIM_ROLE_DOM0)
             r.rc = -EPERM;
@@ -792,24 +847,36 @@ void SimHypervisor::hypercall(Conn& c, const bp_sim_msg& m, const std::vector<ui
                               bp_sim_msg& r, std::vector<uint8_t>& out) {
     struct vcpu* v = c.role == BP_SIM_ROLE_GUEST ? &c.dom->vcpus[c.vcpu] : &dom0_->vcpus[0];
     const RunningOn on(v);
+    static_assert(BP_SIM_ARG_MAX >= sizeof(xen_busprof_query_mmio) &&
+                  BP_SIM_ARG_MAX >= sizeof(xen_busprof_query) &&
+                  BP_SIM_ARG_MAX >= sizeof(xen_busprof_extract_wide) &&
+                  BP_SIM_ARG_MAX >= sizeof(xen_busprof_dom0_span));
     alignas(8) uint8_t arg[BP_SIM_ARG_MAX];
     std::memcpy(arg, m.arg, sizeof(arg));
-    // Records as the sub-op has them: plain or extended (sim-proto.h).
-    std::vector<xen_busprof_record_ext> records;
+    // Records as the sub-op has them: plain, extended or wide (sim-proto.h),
+    // in room for the widest.
+    std::vector<xen_busprof_record_wide> records;
+    const bool wide = m.cmd == XEN_BUSPROF_extract_wide;
     bool guest_extract = c.role == BP_SIM_ROLE_GUEST &&
-                         (m.cmd == XEN_BUSPROF_extract || m.cmd == XEN_BUSPROF_extract_ext);
-    size_t rec_size = m.cmd == XEN_BUSPROF_extract_ext ? sizeof(xen_busprof_record_ext)
-                                                       : sizeof(xen_busprof_record);
+                         (m.cmd == XEN_BUSPROF_extract || m.cmd == XEN_BUSPROF_extract_ext || wide);
+    size_t rec_size = wide                               ? sizeof(xen_busprof_record_wide)
+                      : m.cmd == XEN_BUSPROF_extract_ext ? sizeof(xen_busprof_record_ext)
+                                                         : sizeof(xen_busprof_record);
 
     // Point guest handles at buffers here, as Xen would at guest memory.
-    if (guest_extract) {
+    if (guest_extract && wide) {
+        auto* x = reinterpret_cast<xen_busprof_extract_wide*>(arg);
+        records.resize(std::min<uint32_t>(x->nr, XEN_BUSPROF_EXTRACT_MAX));
+        set_xen_guest_handle(x->buffer, records.data());
+    } else if (guest_extract) {
         auto* x = reinterpret_cast<xen_busprof_extract*>(arg);
         records.resize(std::min<uint32_t>(x->nr, XEN_BUSPROF_EXTRACT_MAX));
         set_xen_guest_handle(x->buffer, reinterpret_cast<xen_busprof_record*>(records.data()));
     } else if (m.cmd == XEN_BUSPROF_extract_reply) {
         auto* x = reinterpret_cast<xen_busprof_extract_reply*>(arg);
-        rec_size = x->flags & XEN_BUSPROF_REPLY_EXT ? sizeof(xen_busprof_record_ext)
-                                                    : sizeof(xen_busprof_record);
+        rec_size = x->flags & XEN_BUSPROF_REPLY_WIDE  ? sizeof(xen_busprof_record_wide)
+                   : x->flags & XEN_BUSPROF_REPLY_EXT ? sizeof(xen_busprof_record_ext)
+                                                      : sizeof(xen_busprof_record);
         if (payload.size() != m.nr * rec_size || x->nr != m.nr) {
             r.rc = -EINVAL;
             return;
@@ -827,8 +894,9 @@ void SimHypervisor::hypercall(Conn& c, const bp_sim_msg& m, const std::vector<ui
     std::memcpy(r.arg, arg, sizeof(r.arg));
 
     if (guest_extract && r.rc == 0) {
-        auto* x = reinterpret_cast<xen_busprof_extract*>(arg);
-        r.nr = std::min<uint32_t>(x->nr, static_cast<uint32_t>(records.size()));
+        const uint32_t nr = wide ? reinterpret_cast<xen_busprof_extract_wide*>(arg)->nr
+                                 : reinterpret_cast<xen_busprof_extract*>(arg)->nr;
+        r.nr = std::min<uint32_t>(nr, static_cast<uint32_t>(records.size()));
         out.resize(r.nr * rec_size);
         if (!out.empty())
             std::memcpy(out.data(), records.data(), out.size());
@@ -844,6 +912,16 @@ struct SimHypervisor::Waiting {
     int to_dm = -1, from_dm = -1;
 };
 
+// A guest's access in either space, as the ioreq carries it.
+struct SimHypervisor::Access {
+    bool mmio;
+    uint64_t addr; // port, or guest-physical address
+    unsigned size;
+    uint32_t dir; // XEN_BUSPROF_DIR_*
+    uint64_t value;
+    uint64_t rip, task;
+};
+
 // A guest's IN/OUT: what Xen's handle_pio and ioreq_send do.
 void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
     Domain* dom = c.dom;
@@ -857,49 +935,67 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
         return;
     }
     const uint32_t ones = size == 4 ? 0xffffffffu : (1u << (8 * size)) - 1;
-    Waiting w = route(c, r, task);
+    const Access a{false, r.port, size, r.dir, r.value, r.rip, task};
+    Waiting w = route(c, a);
     if (!w.p) {
         pass_through(*dom, r, ones);
         return;
     }
-    send_ioreq(w, c.vcpu, r);
-
-    // Xen's set_timer(): the timer thread wakes this vCPU once the deadline
-    // is past.  The wait itself is then untimed.
-    const s_time_t deadline = arm_timer(*dom, c.vcpu, w.from_dm);
-    // Xen's stop_timer(), before srv (and from_dm) can go: it waits out a
-    // wake-up the timer thread is writing.
-    struct StopTimer {
-        std::atomic<s_time_t>& due;
-        ~StopTimer() {
-            s_time_t cur = due.load();
-            while (!(cur != kTimerFiring && due.compare_exchange_weak(cur, 0)))
-                if (cur == kTimerFiring) {
-                    std::this_thread::yield();
-                    cur = due.load();
-                }
-        }
-    } stop_timer{dom->wait_deadline[c.vcpu]};
-
-    const Answer a = wait_for_answer(*dom, w, deadline);
-    if (a != Answer::answered) {
+    uint64_t data = 0;
+    if (serve_trapped(c, w, a, &data) != Answer::answered) {
         // The profiler died or hung: complete the access as an unclaimed
-        // port and drop the traps, never leave the vCPU stuck.  As Xen
-        // does, the slot stays with the profiler, which must see that the
-        // request was given up (the timeout message) and leave the bus
-        // alone; its late answer is ignored.
-        if (a == Answer::gone)
-            set_ioreq_state(w.p, STATE_IOREQ_NONE);
+        // port and drop the traps, never leave the vCPU stuck.
         busprof_access_timeout(v, r.port);
-        if (r.dir == XEN_BUSPROF_DIR_IN)
-            r.value = ones;
-        r.rc = 0;
-        return;
+        data = ones;
     }
     if (r.dir == XEN_BUSPROF_DIR_IN)
-        r.value = static_cast<uint32_t>(w.p->data) & ones;
-    set_ioreq_state(w.p, STATE_IOREQ_NONE);
-    busprof_stamp_resume(v);
+        r.value = static_cast<uint32_t>(data) & ones;
+}
+
+// A guest's access to a page of device memory, in the sim guest's window
+// over the BAR (every access comes here): what the hardware does for a
+// directly mapped page, and for one a trap unmapped what Xen's
+// hvmemul_do_io does: the core routes it, a trapped access goes to the
+// profiler as an ioreq of type COPY, one it does not route (it reaches
+// past the trapped pages) to the device.
+void SimHypervisor::mmio(Conn& c, bp_sim_msg& r, uint64_t task) {
+    Domain* dom = c.dom;
+    struct vcpu* v = &dom->vcpus[c.vcpu];
+    const RunningOn on(v);
+    bp_sim_mmio io;
+    std::memcpy(&io, r.arg, sizeof(io));
+    const unsigned size = r.size;
+    if ((size != 1 && size != 2 && size != 4 && size != 8) || r.dir > XEN_BUSPROF_DIR_IN ||
+        io.addr > BUSPROF_MMIO_MAX_ADDR - (size - 1)) {
+        r.rc = -EINVAL;
+        return;
+    }
+    const uint64_t ones = size == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * size)) - 1;
+    Access a{true, io.addr, size, r.dir, io.value & ones, r.rip, task};
+    bool unmapped;
+    {
+        std::lock_guard lk(dom->p2m_mu);
+        const uint64_t g0 = a.addr >> XEN_BUSPROF_MMIO_PAGE_SHIFT;
+        const uint64_t g1 = (a.addr + size - 1) >> XEN_BUSPROF_MMIO_PAGE_SHIFT;
+        unmapped = std::binary_search(dom->unmapped.begin(), dom->unmapped.end(), g0) ||
+                   std::binary_search(dom->unmapped.begin(), dom->unmapped.end(), g1);
+    }
+    Waiting w;
+    if (unmapped)
+        w = route(c, a);
+    if (!w.p) {
+        mmio_pass_through(*dom, a);
+    } else if (uint64_t data = 0; serve_trapped(c, w, a, &data) == Answer::answered) {
+        if (a.dir == XEN_BUSPROF_DIR_IN)
+            a.value = data & ones;
+    } else {
+        busprof_mmio_access_timeout(v, a.addr, size);
+        if (a.dir == XEN_BUSPROF_DIR_IN)
+            a.value = ones;
+    }
+    if (a.dir == XEN_BUSPROF_DIR_IN)
+        io.value = a.value;
+    std::memcpy(r.arg, &io, sizeof(io));
 }
 
 // The routing decision is the hypervisor core's, as in Xen's I/O path
@@ -907,13 +1003,16 @@ void SimHypervisor::pio(Conn& c, bp_sim_msg& r, uint64_t task) {
 // access, taken with the decision.  Who made it: the guest thread (the
 // guest library sends its id in nr), on the CPU this simulated vCPU runs
 // on now.  No slot: the access takes its usual path.
-SimHypervisor::Waiting SimHypervisor::route(Conn& c, const bp_sim_msg& r, uint64_t task) {
+SimHypervisor::Waiting SimHypervisor::route(Conn& c, const Access& a) {
     Domain* dom = c.dom;
     struct vcpu* v = &dom->vcpus[c.vcpu];
     int cpu = ::sched_getcpu();
     v->processor = cpu < 0 ? 0 : static_cast<unsigned>(cpu);
     struct busprof_route route {};
-    const bool trapped = busprof_route_access(v, r.port, r.size, r.rip, task, &route);
+    const bool trapped =
+        a.mmio
+            ? busprof_route_mmio_access(v, a.addr, a.size, a.rip, a.task, &route)
+            : busprof_route_access(v, static_cast<unsigned>(a.addr), a.size, a.rip, a.task, &route);
     // One look under the domain's lock takes the server and fills its slot
     // for this vCPU (only this vCPU's thread writes it).
     Waiting w;
@@ -929,9 +1028,49 @@ SimHypervisor::Waiting SimHypervisor::route(Conn& c, const bp_sim_msg& r, uint64
     if (trapped && !w.srv) {
         // The profiler's server is gone: drop the traps, and the access
         // takes its usual path.
-        busprof_access_timeout(v, r.port);
+        if (a.mmio)
+            busprof_mmio_access_timeout(v, a.addr, a.size);
+        else
+            busprof_access_timeout(v, static_cast<unsigned>(a.addr));
     }
     return w;
+}
+
+// A trapped access sent to the profiler and waited for; *data is its
+// answer (a read's value) when it came.  If not, the slot stays with the
+// profiler, as in Xen, which must see that the request was given up (the
+// timeout message) and leave the bus alone; its late answer is ignored.
+SimHypervisor::Answer SimHypervisor::serve_trapped(Conn& c, const Waiting& w, const Access& a,
+                                                   uint64_t* data) {
+    Domain& dom = *c.dom;
+    send_ioreq(w, c.vcpu, a);
+
+    // Xen's set_timer(): the timer thread wakes this vCPU once the deadline
+    // is past.  The wait itself is then untimed.
+    const s_time_t deadline = arm_timer(dom, c.vcpu, w.from_dm);
+    // Xen's stop_timer(), before srv (and from_dm) can go: it waits out a
+    // wake-up the timer thread is writing.
+    struct StopTimer {
+        std::atomic<s_time_t>& due;
+        ~StopTimer() {
+            s_time_t cur = due.load();
+            while (!(cur != kTimerFiring && due.compare_exchange_weak(cur, 0)))
+                if (cur == kTimerFiring) {
+                    std::this_thread::yield();
+                    cur = due.load();
+                }
+        }
+    } stop_timer{dom.wait_deadline[c.vcpu]};
+
+    const Answer ans = wait_for_answer(dom, w, deadline);
+    if (ans == Answer::gone)
+        set_ioreq_state(w.p, STATE_IOREQ_NONE);
+    if (ans != Answer::answered)
+        return ans;
+    *data = w.p->data;
+    set_ioreq_state(w.p, STATE_IOREQ_NONE);
+    busprof_stamp_resume(&dom.vcpus[c.vcpu]);
+    return ans;
 }
 
 // An access no profiler takes.
@@ -951,16 +1090,32 @@ void SimHypervisor::pass_through(Domain& dom, bp_sim_msg& r, uint32_t ones) {
     }
 }
 
-// The ioreq into the vCPU's slot, handed over, and the profiler told.
-void SimHypervisor::send_ioreq(const Waiting& w, unsigned vcpu, const bp_sim_msg& r) {
+// A memory-mapped access no profiler takes: the device, through the
+// domain's direct mapping of it; outside its iomem nothing is mapped, so
+// reads float high and writes vanish (as Xen completes an access to an
+// unpopulated page).
+void SimHypervisor::mmio_pass_through(Domain& dom, Access& a) {
+    const bool write = a.dir == XEN_BUSPROF_DIR_OUT;
+    if (busprof_ranges_covers(&dom.iomem, a.addr, a.addr + a.size - 1)) {
+        uint64_t val = machine_.mmio(a.addr, a.size, write, a.value);
+        if (!write)
+            a.value = val;
+    } else if (!write) {
+        a.value = a.size == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * a.size)) - 1;
+    }
+}
+
+// The ioreq into the vCPU's slot, handed over, and the profiler told.  A
+// memory-mapped access is of type COPY, as Xen's emulator sends it.
+void SimHypervisor::send_ioreq(const Waiting& w, unsigned vcpu, const Access& a) {
     ioreq_t req{};
-    req.addr = r.port;
-    req.data = r.dir == XEN_BUSPROF_DIR_OUT ? r.value : 0;
+    req.addr = a.addr;
+    req.data = a.dir == XEN_BUSPROF_DIR_OUT ? a.value : 0;
     req.count = 1;
-    req.size = r.size;
+    req.size = a.size;
     req.vp_eport = vcpu;
-    req.dir = r.dir == XEN_BUSPROF_DIR_IN ? IOREQ_READ : IOREQ_WRITE;
-    req.type = IOREQ_TYPE_PIO;
+    req.dir = a.dir == XEN_BUSPROF_DIR_IN ? IOREQ_READ : IOREQ_WRITE;
+    req.type = a.mmio ? IOREQ_TYPE_COPY : IOREQ_TYPE_PIO;
     req.state = STATE_IOREQ_READY;
     publish_ioreq(w.p, req);
     uint64_t one = 1;

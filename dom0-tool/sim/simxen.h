@@ -23,6 +23,7 @@ namespace busprof::sim {
 
 // The domains' port ranges use the command's own parser (ranges.h): one
 // grammar for every range a user writes.
+using busprof::MmioRange;
 using busprof::PortRange;
 
 struct DomainConfig {
@@ -30,9 +31,14 @@ struct DomainConfig {
     std::string name;
     std::vector<PortRange> ioports; // what the domain may access at all
     unsigned vcpus = 4;
+    // Guest-physical pages of device memory the domain may access, as xl's
+    // iomem= gives them: mapped 1:1 (guest-physical = machine address).
+    std::vector<MmioRange> iomem;
 };
 
-// "1:demo:0x3f8-0x3ff,0x70-0x71[:4]" -> DomainConfig.  Throws UserError.
+// "DOMID:NAME:PORTS[:VCPUS][:iomem=RANGES]" -> DomainConfig, e.g.
+// "1:demo:0x3f8-0x3ff,0x70-0x71:4:iomem=0xfebf0000-0xfecfffff" (RANGES as
+// parse_mmio_ranges() takes them).  Throws UserError.
 DomainConfig parse_domain_config(const std::string& text);
 
 class SimHypervisor {
@@ -58,6 +64,10 @@ class SimHypervisor {
     struct Conn;
     // A guest domain by id (the host hooks' target of a dom0 sub-op), or null.
     Domain* find(uint16_t domid);
+    // The guest-physical pages of domain domid whose direct mapping a trap
+    // removed now (busprof_host_mmio_unmap), for tests of the invariant
+    // that every path maps them back.
+    std::vector<uint64_t> unmapped_pages(uint16_t domid);
 
   private:
     void accept_conn(int listen_fd, Domain* dom);
@@ -76,10 +86,14 @@ class SimHypervisor {
     // A guest's port access, step by step.
     struct Waiting;
     enum class Answer { answered, gone, given_up };
+    struct Access;
     void pio(Conn& c, ::bp_sim_msg& r, uint64_t task);
-    Waiting route(Conn& c, const ::bp_sim_msg& r, uint64_t task);
+    void mmio(Conn& c, ::bp_sim_msg& r, uint64_t task);
+    Waiting route(Conn& c, const Access& a);
     void pass_through(Domain& dom, ::bp_sim_msg& r, uint32_t ones);
-    void send_ioreq(const Waiting& w, unsigned vcpu, const ::bp_sim_msg& r);
+    void mmio_pass_through(Domain& dom, Access& a);
+    Answer serve_trapped(Conn& c, const Waiting& w, const Access& a, uint64_t* data);
+    void send_ioreq(const Waiting& w, unsigned vcpu, const Access& a);
     int64_t arm_timer(Domain& dom, unsigned vcpu, int from_dm); // NOW() units
     Answer wait_for_answer(Domain& dom, const Waiting& w, int64_t deadline);
     void drop_conn(Conn& c);

@@ -3,6 +3,7 @@
 
 #include "error.h"
 #include "machine.h"
+#include "mmio_bus.h"
 
 #include <array>
 #include <cerrno>
@@ -11,6 +12,14 @@
 #include <sys/io.h>
 
 namespace busprof {
+
+void Bus::grant_mmio(uint64_t, uint64_t) {
+    throw SystemError("the " + name() + " bus has no memory-mapped devices", EOPNOTSUPP);
+}
+
+bool Bus::mmio(uint64_t, unsigned, bool, uint64_t*) {
+    return false;
+}
 
 // ------------------------------------------------------------------ port
 
@@ -34,6 +43,10 @@ class PortBus : public Bus {
         if (::ioperm(first, last - first + 1u, 1) < 0)
             throw SystemError("ioperm " + std::to_string(first) + "-" + std::to_string(last),
                               errno);
+    }
+    void grant_mmio(uint64_t first, uint64_t last) override { mmio_.grant(first, last); }
+    bool mmio(uint64_t addr, unsigned size, bool write, uint64_t* value) override {
+        return mmio_.access(addr, size, write, value);
     }
     void access(uint16_t port, unsigned size, bool write, uint32_t* value) override {
         if (write) {
@@ -62,6 +75,9 @@ class PortBus : public Bus {
             }
         }
     }
+
+  private:
+    MmioBus mmio_;
 };
 
 // ------------------------------------------------------------------ sim
@@ -83,6 +99,18 @@ class SimBus : public Bus {
         if (!write)
             *value = r;
     }
+    void grant_mmio(uint64_t first, uint64_t last) override {
+        machine();
+        granted_.push_back({first, last});
+    }
+    bool mmio(uint64_t addr, unsigned size, bool write, uint64_t* value) override {
+        if (!mmio_granted(granted_, addr, size))
+            return false;
+        uint64_t r = machine().mmio(addr, size, write, *value);
+        if (!write)
+            *value = r;
+        return true;
+    }
 
   private:
     // Set up at first use, once the daemon is the domain's profiler: a
@@ -98,6 +126,7 @@ class SimBus : public Bus {
     }
 
     SimBusConfig cfg_;
+    std::vector<MmioRange> granted_;
     std::once_flag bound_;
     std::shared_ptr<sim::Machine> machine_;
 };

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 extern "C" {
 #include <busprof.h>
@@ -32,15 +33,27 @@ class BusprofPage {
     bool says_who() const { return version() >= 0x00010001u; }
     // Interface 1.2 on: Xen takes extended records in an extract reply.
     bool takes_extended_records() const { return version() >= 0x00010002u; }
+    // Interface 1.3 on: memory-mapped spans, wide records and messages.
+    bool knows_mmio() const { return version() >= 0x00010003u; }
     uint32_t tsc_khz() const { return p_->tsc_khz; }
     // The stamps are dom0's CLOCK_MONOTONIC in ns.
     bool stamps_dom0_clock() const { return p_->flags & XEN_BUSPROF_PAGE_CLOCK_MONOTONIC; }
 
     // ---- The profiler's side.
 
+    // The span of a message with XEN_BUSPROF_CTRL_WIDE (interface 1.3),
+    // from ctrl_span[] and ctrl_space[]; for any other message the ports
+    // of first and last, space PIO.
+    struct Span {
+        uint64_t first, last;
+        uint32_t space;
+    };
+
     // Hands each control message Xen posted since the last call to
     // on_msg, oldest first, each slot given back before its message is
-    // handled.  A ring that claims more than it holds is read from its last
+    // handled (and its span read before that: Xen may reuse the slot).
+    // on_msg takes the message, or the message and its Span.  A ring that
+    // claims more than it holds is read from its last
     // XEN_BUSPROF_CTRL_RING_SIZE messages.
     template <class F> void take_ctrl(F&& on_msg) {
         uint32_t prod = __atomic_load_n(&p_->ctrl_prod, __ATOMIC_ACQUIRE);
@@ -48,10 +61,17 @@ class BusprofPage {
         if (prod - cons > XEN_BUSPROF_CTRL_RING_SIZE)
             cons = prod - XEN_BUSPROF_CTRL_RING_SIZE;
         while (cons != prod) {
-            xen_busprof_ctrl_msg m = p_->ring[cons % XEN_BUSPROF_CTRL_RING_SIZE];
+            const unsigned i = cons % XEN_BUSPROF_CTRL_RING_SIZE;
+            xen_busprof_ctrl_msg m = p_->ring[i];
+            Span span{m.first, m.last, XEN_BUSPROF_SPACE_PIO};
+            if (m.flags & XEN_BUSPROF_CTRL_WIDE)
+                span = {p_->ctrl_span[i].first, p_->ctrl_span[i].last, p_->ctrl_space[i]};
             cons++;
             __atomic_store_n(&p_->ctrl_cons, cons, __ATOMIC_RELEASE);
-            on_msg(m);
+            if constexpr (std::is_invocable_v<F, const xen_busprof_ctrl_msg&, const Span&>)
+                on_msg(m, span);
+            else
+                on_msg(m);
         }
     }
     // Control messages lost to a full ring so far (it wraps).
@@ -85,9 +105,14 @@ class BusprofPage {
 
     // ---- Xen's side, as the hypervisor core does it (for tests).
 
-    void post_ctrl(const xen_busprof_ctrl_msg& m) {
+    void post_ctrl(const xen_busprof_ctrl_msg& m, const Span* wide = nullptr) {
         uint32_t prod = p_->ctrl_prod;
-        p_->ring[prod % XEN_BUSPROF_CTRL_RING_SIZE] = m;
+        const unsigned i = prod % XEN_BUSPROF_CTRL_RING_SIZE;
+        p_->ring[i] = m;
+        p_->ctrl_span[i] = {wide ? wide->first : 0, wide ? wide->last : 0};
+        p_->ctrl_space[i] = static_cast<uint8_t>(wide ? wide->space : 0);
+        if (wide)
+            p_->ring[i].flags |= XEN_BUSPROF_CTRL_WIDE;
         __atomic_store_n(&p_->ctrl_prod, prod + 1, __ATOMIC_RELEASE);
     }
     void lose_ctrl(uint32_t lost) { __atomic_store_n(&p_->ctrl_lost, lost, __ATOMIC_RELEASE); }

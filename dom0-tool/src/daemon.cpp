@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <sched.h>
 #include <sys/eventfd.h>
@@ -78,8 +79,9 @@ void Daemon::answer_extracts() {
     std::shared_ptr<Hypervisor> hv = hv_->reopen();
     const bool extended = page_.takes_extended_records();
     writer_->on_extract([hv, extended](const ExtractRequest& r, ExtractResult& res) {
-        Status st = reply_extract(
-            *hv, {r.domid, r.msg.seq, res.status, res.total, res.snapshot, res.records}, extended);
+        const ExtractAnswer a{r.domid,      r.msg.seq,   res.status, res.total,
+                              res.snapshot, res.records, res.wide,   r.wide};
+        Status st = reply_extract(*hv, a, extended);
         if (!st)
             log(LogLevel::warning, "extract reply refused: %s", st.error().message().c_str());
     });
@@ -336,7 +338,8 @@ void Daemon::transition(const char* kind, const std::string& cause, uint64_t now
 }
 
 void Daemon::serve_ctrl_ring() {
-    page_.take_ctrl([this](const xen_busprof_ctrl_msg& m) { on_ctrl(m); });
+    page_.take_ctrl(
+        [this](const xen_busprof_ctrl_msg& m, const BusprofPage::Span& span) { on_ctrl(m, span); });
     uint32_t lost = page_.ctrl_lost();
     if (lost != seen_lost_) {
         producer_->add_event({session_ord_, "ctrl_lost", now_ns(),
@@ -345,6 +348,7 @@ void Daemon::serve_ctrl_ring() {
                                   hv_->name()});
         seen_lost_ = lost;
         resync_traps();
+        resync_mmio_traps();
     }
 }
 
@@ -367,6 +371,40 @@ void Daemon::resync_traps() {
         transition(nullptr, "start_trap", now);
 }
 
+// Xen's memory-mapped traps (XEN_BUSPROF_query_mmio), as resync_traps().
+void Daemon::resync_mmio_traps() {
+    if (!page_.knows_mmio())
+        return;
+    xen_busprof_query_mmio q{};
+    q.domid = dom_.domid;
+    if (!hv_->op(XEN_BUSPROF_query_mmio, &q, sizeof(q)))
+        return;
+    const uint64_t now = now_ns();
+    mmio_traps_.clear();
+    for (uint32_t i = 0; i < q.nr_traps && i < XEN_BUSPROF_MAX_RANGES; i++) {
+        auto r = std::make_pair(q.traps[i].first, q.traps[i].last);
+        if (grant_mmio(r, now))
+            mmio_traps_.push_back(r);
+    }
+    if (!mmio_traps_.empty() && session_.on_start_trap(now))
+        transition(nullptr, "start_trap", now);
+}
+
+// The bus maps a memory-mapped span Xen trapped, as grant() for ports.
+bool Daemon::grant_mmio(std::pair<uint64_t, uint64_t> r, uint64_t t) {
+    if (std::find(mmio_granted_.begin(), mmio_granted_.end(), r) != mmio_granted_.end())
+        return true;
+    try {
+        bus_->grant_mmio(r.first, r.second);
+    } catch (const std::exception& e) {
+        counters_.notes_dropped +=
+            !producer_->add_event({session_ord_, "refused", t, e.what()}, true);
+        return false;
+    }
+    mmio_granted_.push_back(r);
+    return true;
+}
+
 // Bus permission for a range Xen trapped, once per range and kept to the
 // end; a range the bus refuses is never served (a 'refused' event says why).
 bool Daemon::grant(std::pair<uint16_t, uint16_t> r, uint64_t t) {
@@ -383,15 +421,23 @@ bool Daemon::grant(std::pair<uint16_t, uint16_t> r, uint64_t t) {
     return true;
 }
 
-static bool covers(const std::vector<std::pair<uint16_t, uint16_t>>& rs, unsigned port,
-                   unsigned size) {
+template <class T>
+static bool covers(const std::vector<std::pair<T, T>>& rs, uint64_t addr, unsigned size) {
     for (auto [f, l] : rs)
-        if (port >= f && port + size - 1 <= l)
+        if (addr >= f && addr + size - 1 <= l)
             return true;
     return false;
 }
 
-void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
+static std::string hex(uint64_t v) {
+    char buf[24];
+    std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
+    return buf;
+}
+
+// A memory-mapped span has its own table and bus permission; every other
+// message is about ports.
+void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m, const BusprofPage::Span& span) {
     uint64_t t = to_ns(m.tsc);
     // dom0's trap calls (busprof trap/untrap, a revoke) name no vCPU; a
     // Xen of interface 1.0 sends zero flags, which is the guest's.
@@ -401,17 +447,37 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
     switch (m.kind) {
     case XEN_BUSPROF_CTRL_start_trap:
     case XEN_BUSPROF_CTRL_stop_trap:
-        on_trap_ctrl(m, t, vcpu, by_dom0);
+        if (span.space == XEN_BUSPROF_SPACE_MMIO)
+            on_mmio_trap_ctrl(m, span, t, vcpu, by_dom0);
+        else
+            on_trap_ctrl(m, t, vcpu, by_dom0);
         break;
 
-    case XEN_BUSPROF_CTRL_extract:
+    case XEN_BUSPROF_CTRL_extract: {
         // Everything the guest did before asking is complete: its vCPU
         // resumed from each access before it could ask.
         finalize_all(false);
-        counters_.notes_dropped += !producer_->add_marker(
-            {session_ord_, "extract", vcpu, m.first, m.last, t, {}, origin}, true);
-        producer_->request_extract({session_ord_, dom_.domid, m});
+        const bool mmio = span.space == XEN_BUSPROF_SPACE_MMIO;
+        Marker mk{session_ord_,
+                  "extract",
+                  vcpu,
+                  mmio ? -1 : static_cast<int>(span.first),
+                  mmio ? -1 : static_cast<int>(span.last),
+                  t,
+                  {},
+                  origin};
+        mk.mmio = mmio;
+        mk.addr_first = mmio ? span.first : 0;
+        mk.addr_last = mmio ? span.last : 0;
+        counters_.notes_dropped += !producer_->add_marker(mk, true);
+        ExtractRequest x{session_ord_, dom_.domid, m};
+        x.wide = m.flags & XEN_BUSPROF_CTRL_WIDE;
+        x.space = span.space;
+        x.first = span.first;
+        x.last = span.last;
+        producer_->request_extract(x);
         break;
+    }
 
     case XEN_BUSPROF_CTRL_pause:
     case XEN_BUSPROF_CTRL_resume:
@@ -421,8 +487,11 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m) {
     case XEN_BUSPROF_CTRL_timeout:
         counters_.timeouts++;
         producer_->add_event({session_ord_, "timeout", t,
-                              "vCPU " + std::to_string(vcpu) + " access to port " +
-                                  std::to_string(m.first) + " completed without the daemon"});
+                              "vCPU " + std::to_string(vcpu) +
+                                  (span.space == XEN_BUSPROF_SPACE_MMIO
+                                       ? " access to address " + hex(span.first)
+                                       : " access to port " + std::to_string(m.first)) +
+                                  " completed without the daemon"});
         if (m.vcpu < chan_->nr_vcpus)
             timed_out(m.vcpu, t);
         break;
@@ -465,7 +534,35 @@ void Daemon::on_trap_ctrl(const xen_busprof_ctrl_msg& m, uint64_t t, int vcpu, b
     // before the stop may still be in another vCPU's slot.
     counters_.notes_dropped += !producer_->add_marker(
         {session_ord_, "stop_trap", vcpu, m.first, m.last, t, {}, origin}, !by_dom0);
-    if (traps_.empty() && session_.on_last_stop_trap(t))
+    if (traps_.empty() && mmio_traps_.empty() && session_.on_last_stop_trap(t))
+        transition(nullptr, "stop_trap", t);
+}
+
+// A trap call on a memory-mapped span, as on_trap_ctrl() for ports: the
+// bus maps the span before the marker, and keeps it to the end.
+void Daemon::on_mmio_trap_ctrl(const xen_busprof_ctrl_msg& m, const BusprofPage::Span& span,
+                               uint64_t t, int vcpu, bool by_dom0) {
+    const std::string origin = by_dom0 ? "dom0" : "guest";
+    const auto r = std::make_pair(span.first, span.last);
+    const bool start = m.kind == XEN_BUSPROF_CTRL_start_trap;
+    Marker mk{session_ord_, start ? "start_trap" : "stop_trap", vcpu, -1, -1, t, {}, origin};
+    mk.mmio = true;
+    mk.addr_first = span.first;
+    mk.addr_last = span.last;
+    if (start) {
+        if (grant_mmio(r, t))
+            mmio_traps_.push_back(r);
+        counters_.notes_dropped += !producer_->add_marker(mk, !by_dom0);
+        if (session_.on_start_trap(t))
+            transition(nullptr, "start_trap", t);
+        return;
+    }
+    finalize_all(false);
+    auto it = std::find(mmio_traps_.begin(), mmio_traps_.end(), r);
+    if (it != mmio_traps_.end())
+        mmio_traps_.erase(it);
+    counters_.notes_dropped += !producer_->add_marker(mk, !by_dom0);
+    if (traps_.empty() && mmio_traps_.empty() && session_.on_last_stop_trap(t))
         transition(nullptr, "stop_trap", t);
 }
 
@@ -492,8 +589,11 @@ void Daemon::timed_out(unsigned v, uint64_t t) {
     Pending& pd = pending_[v];
     if (pd.valid && !page_.resumed_from(v, pd.seq)) {
         pd.r.status = XEN_BUSPROF_STATUS_TIMEOUT;
-        if (pd.r.dir == XEN_BUSPROF_DIR_IN)
+        if (pd.r.dir == XEN_BUSPROF_DIR_IN) {
             pd.r.value = pd.r.size >= 4 ? 0xffffffffu : (1u << (8 * pd.r.size)) - 1;
+            if (pd.r.space == XEN_BUSPROF_SPACE_MMIO)
+                pd.r.wide_value = pd.r.size == 8 ? ~uint64_t{0} : pd.r.value;
+        }
         pd.r.t_resume_ns = t;
         pd.valid = false;
         complete(pd);
@@ -514,6 +614,18 @@ bool Daemon::may_serve(unsigned port, unsigned size) {
         return true;
     resync_traps();
     return covers(granted_, port, size);
+}
+
+// The same for a memory-mapped access, against the spans Xen trapped
+// (XEN_BUSPROF_query_mmio): dom0 touches no address Xen did not route.
+bool Daemon::may_serve_mmio(uint64_t addr, unsigned size) {
+    if (covers(mmio_granted_, addr, size))
+        return true;
+    serve_ctrl_ring();
+    if (covers(mmio_granted_, addr, size))
+        return true;
+    resync_mmio_traps();
+    return covers(mmio_granted_, addr, size);
 }
 
 void Daemon::serve_ioreq(unsigned v) {
@@ -555,14 +667,20 @@ Daemon::Access Daemon::read_access(unsigned v, const ioreq_t& req) {
         last_stamp_seq_[v] = a.trap.seq;
 
     a.size = req.size;
-    a.port = static_cast<unsigned>(req.addr);
+    // A memory-mapped access comes as Xen's emulator sends it: type COPY,
+    // one element (rep movs/stos come an element at a time), 1 to 8 bytes.
+    a.mmio = req.type == IOREQ_TYPE_COPY;
+    a.addr = req.addr;
+    a.port = a.mmio ? 0 : static_cast<unsigned>(req.addr);
     a.type = req.type;
     a.count = req.count;
     a.write = req.dir == IOREQ_WRITE;
-    a.valid = req.type == IOREQ_TYPE_PIO && req.count == 1 && !req.data_is_ptr &&
-              (a.size == 1 || a.size == 2 || a.size == 4);
-    a.mask = a.size >= 4 || !a.valid ? 0xffffffffu : (1u << (8 * a.size)) - 1;
-    a.value = a.write ? static_cast<uint32_t>(req.data) & a.mask : 0;
+    a.valid = (req.type == IOREQ_TYPE_PIO || a.mmio) && req.count == 1 && !req.data_is_ptr &&
+              (a.size == 1 || a.size == 2 || a.size == 4 || (a.mmio && a.size == 8));
+    a.mask = !a.valid      ? (a.mmio ? ~uint64_t{0} : 0xffffffffu)
+             : a.size == 8 ? ~uint64_t{0}
+                           : (uint64_t{1} << (8 * a.size)) - 1;
+    a.value = a.write ? req.data & a.mask : 0;
     a.abandoned = abandoned_[v] || detached_;
     abandoned_[v] = false;
     return a;
@@ -589,18 +707,27 @@ void Daemon::answer_access(unsigned v, ioreq_t* p, Access& a) {
         a.status = XEN_BUSPROF_STATUS_TIMEOUT;
         if (!a.write)
             a.value = a.mask;
-    } else if (a.valid && may_serve(a.port, a.size)) {
+    } else if (a.valid && !a.mmio && may_serve(a.port, a.size)) {
+        uint32_t value = static_cast<uint32_t>(a.value);
         a.t0 = now_ns();
-        bus_->access(static_cast<uint16_t>(a.port), a.size, a.write, &a.value);
+        bus_->access(static_cast<uint16_t>(a.port), a.size, a.write, &value);
+        a.t1 = now_ns();
+        a.value = value;
+    } else if (a.valid && a.mmio && may_serve_mmio(a.addr, a.size)) {
+        // The bus maps every span it was granted: one it could not map was
+        // never granted, and may_serve_mmio() said no.
+        a.t0 = now_ns();
+        bus_->mmio(a.addr, a.size, a.write, &a.value);
         a.t1 = now_ns();
     } else {
         a.value = a.mask;
         a.status = XEN_BUSPROF_STATUS_ERROR;
         counters_.notes_dropped += !producer_->add_event(
             {session_ord_, "refused", now_ns(),
-             "vCPU " + std::to_string(v) + " ioreq type " + std::to_string(a.type) + " port " +
-                 std::to_string(a.port) + " size " + std::to_string(a.size) + " count " +
-                 std::to_string(a.count) + " not served"},
+             "vCPU " + std::to_string(v) + " ioreq type " + std::to_string(a.type) +
+                 (a.mmio ? " address " + hex(a.addr) : " port " + std::to_string(a.port)) +
+                 " size " + std::to_string(a.size) + " count " + std::to_string(a.count) +
+                 " not served"},
             true);
     }
     if (!a.write)
@@ -628,7 +755,10 @@ void Daemon::keep_pending(unsigned v, const Access& a) {
     pd.r.size = static_cast<uint8_t>(a.size);
     pd.r.dir = a.write ? XEN_BUSPROF_DIR_OUT : XEN_BUSPROF_DIR_IN;
     pd.r.status = a.status;
-    pd.r.value = a.value & a.mask;
+    pd.r.value = static_cast<uint32_t>(a.value & a.mask);
+    pd.r.space = a.mmio ? XEN_BUSPROF_SPACE_MMIO : XEN_BUSPROF_SPACE_PIO;
+    pd.r.addr = a.mmio ? a.addr : 0;
+    pd.r.wide_value = a.mmio ? a.value & a.mask : 0;
     pd.r.rip = a.stamped ? a.trap.rip : 0;
     // A Xen of interface 1.0 leaves who[] as zeros: not known then.
     pd.r.who_known = a.stamped && page_.says_who();

@@ -109,9 +109,11 @@ class Daemon {
     // One access, from its ioreq to its pending record.
     struct Access {
         unsigned port = 0, size = 0;
+        bool mmio = false; // an ioreq of type COPY: addr is guest-physical
+        uint64_t addr = 0;
         uint32_t type = 0, count = 0; // the ioreq's, for a refusal
         bool write = false, valid = false;
-        uint32_t mask = 0, value = 0; // value: written, or read once served
+        uint64_t mask = 0, value = 0; // value: written, or read once served
         bool stamped = false;         // Xen's stamp is this access's
         BusprofPage::Trap trap{};     // that stamp
         bool abandoned = false;       // Xen gave up on it first
@@ -124,8 +126,10 @@ class Daemon {
     void raise_serving_thread();
     void arm_tick(uint64_t now, int within_ms);
     void serve_ctrl_ring();
-    void on_ctrl(const xen_busprof_ctrl_msg& m);
+    void on_ctrl(const xen_busprof_ctrl_msg& m, const BusprofPage::Span& span);
     void on_trap_ctrl(const xen_busprof_ctrl_msg& m, uint64_t t, int vcpu, bool by_dom0);
+    void on_mmio_trap_ctrl(const xen_busprof_ctrl_msg& m, const BusprofPage::Span& span, uint64_t t,
+                           int vcpu, bool by_dom0);
     void on_guest_pause(bool pause, uint64_t t, int vcpu, const std::string& origin);
     void serve_ioreq(unsigned v);
     bool claim_ioreq(unsigned v, ioreq_t* p, ioreq_t& req);
@@ -133,8 +137,11 @@ class Daemon {
     void answer_access(unsigned v, ioreq_t* p, Access& a);
     void keep_pending(unsigned v, const Access& a);
     bool may_serve(unsigned port, unsigned size);
+    bool may_serve_mmio(uint64_t addr, unsigned size);
     void resync_traps();
+    void resync_mmio_traps();
     bool grant(std::pair<uint16_t, uint16_t> r, uint64_t t);
+    bool grant_mmio(std::pair<uint64_t, uint64_t> r, uint64_t t);
     void timed_out(unsigned v, uint64_t t);
     void finalize(unsigned v, bool force);
     void finalize_all(bool force);
@@ -166,8 +173,10 @@ class Daemon {
     std::vector<Pending> pending_;
     std::deque<Record> pre_window_; // the last --pre-trigger accesses before the start
     std::vector<bool> abandoned_;   // Xen gave up on the vCPU's request
-    std::vector<std::pair<uint16_t, uint16_t>> traps_;   // trapped now
-    std::vector<std::pair<uint16_t, uint16_t>> granted_; // bus access granted
+    std::vector<std::pair<uint16_t, uint16_t>> traps_;        // trapped now
+    std::vector<std::pair<uint16_t, uint16_t>> granted_;      // bus access granted
+    std::vector<std::pair<uint64_t, uint64_t>> mmio_traps_;   // memory-mapped, trapped now
+    std::vector<std::pair<uint64_t, uint64_t>> mmio_granted_; // and granted
     uint64_t last_stamp_seq_[XEN_BUSPROF_MAX_VCPUS] = {};
     FD tick_;                // timerfd: the loop's turns when no event comes
     uint64_t tick_at_ = 0;   // when it is armed for (monotonic ns); 0: not armed

@@ -71,8 +71,8 @@ namespace {
 // busprof's mark in the SQLite header ("BPrf"), and the schema version
 // this busprof writes (PRAGMA user_version; schema/busprof.sql).
 constexpr int64_t kApplicationId = 0x42507266;
-constexpr int64_t kSchemaVersion = 6;
-// The older version a writer brings up to this one (see migrate()).
+constexpr int64_t kSchemaVersion = 7;
+// The oldest version a writer brings up to this one (see migrate()).
 constexpr int64_t kUpgradable = 5;
 
 std::string dir_of(const std::string& path) {
@@ -135,11 +135,24 @@ void check(Db& db, const std::string& path, bool writable, Kind k) {
                         "it was written by a newer busprof: use that one");
     // Refused before anything is written to it (WAL mode, the schema):
     // a file busprof will not write stays as it was, byte for byte.
-    if (writable && k != Kind::empty && v < kSchemaVersion && v != kUpgradable)
+    if (writable && k != Kind::empty && v < kUpgradable)
         throw UserError("trace DB " + path + " has schema version " + std::to_string(v) +
                             " of an older busprof; this one writes version " +
                             std::to_string(kSchemaVersion),
                         "record into a new --db file; busprof still reads this one");
+}
+
+// Adds column to table of an older file, unless it has it (or has no such
+// table: the schema below makes it whole).
+void add_column(Db& db, const char* table, const char* column, const char* decl) {
+    if (!db.scalar(
+            std::string("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '") +
+            table + "'"))
+        return;
+    if (db.scalar(std::string("SELECT count(*) FROM pragma_table_info('") + table +
+                  "') WHERE name = '" + column + "'"))
+        return;
+    db.exec(std::string("ALTER TABLE ") + table + " ADD COLUMN " + column + " " + decl);
 }
 
 // Brings a file opened for writing to this schema, in one transaction:
@@ -159,13 +172,20 @@ void migrate(Db& db, const std::string& path) {
         Kind k = identify(db);
         check(db, path, true, k);
         // Tables of an older schema lack columns this one writes.
-        // Version 5 lacks only transactions.storage_overlap, which
-        // it gets (0 in every row: nothing was known); check()
+        // Version 5 lacks transactions.storage_overlap, which it gets
+        // (0 in every row: nothing was known); versions 5 and 6 what
+        // memory-mapped accesses brought: the markers' addresses (NULL:
+        // their rows are about ports) and the sessions' count (0), while
+        // mmio_transactions comes with the schema below, empty.  check()
         // refused older ones, which lack more (they are read only).
         const int64_t was = db.scalar("PRAGMA user_version");
-        if (k != Kind::empty && was == kUpgradable) {
-            db.exec("ALTER TABLE transactions ADD COLUMN storage_overlap INTEGER NOT NULL"
-                    " DEFAULT 0 CHECK (storage_overlap = 0 OR storage_overlap = 1)");
+        if (k != Kind::empty && was >= kUpgradable && was < kSchemaVersion) {
+            add_column(db, "transactions", "storage_overlap",
+                       "INTEGER NOT NULL DEFAULT 0 CHECK (storage_overlap = 0 OR"
+                       " storage_overlap = 1)");
+            add_column(db, "markers", "addr_first", "INTEGER");
+            add_column(db, "markers", "addr_last", "INTEGER");
+            add_column(db, "sessions", "mmio_recorded", "INTEGER NOT NULL DEFAULT 0");
             db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
             db.exec("UPDATE meta SET value = '" + std::to_string(kSchemaVersion) +
                     "' WHERE key = 'schema_version'");

@@ -23,6 +23,12 @@ Status reply_extract(Hypervisor& hv, const ExtractAnswer& a, bool extended) {
     rep.total = a.total;
     rep.snapshot = a.snapshot;
     rep.nr = static_cast<uint32_t>(a.records.size());
+    if (a.is_wide) {
+        rep.nr = static_cast<uint32_t>(a.wide.size());
+        rep.flags = XEN_BUSPROF_REPLY_WIDE;
+        return hv.op(XEN_BUSPROF_extract_reply, &rep, sizeof(rep), a.wide.data(),
+                     a.wide.size_bytes());
+    }
     if (extended) {
         rep.flags = XEN_BUSPROF_REPLY_EXT;
         return hv.op(XEN_BUSPROF_extract_reply, &rep, sizeof(rep), a.records.data(),

@@ -20,12 +20,12 @@ extern "C" {
 
 namespace busprof {
 
-// The interface the daemon declares at attach.  Interface 1.3 added
-// memory-mapped spans, whose control messages (XEN_BUSPROF_CTRL_WIDE) the
-// daemon does not read yet; Xen refuses memory-mapped traps and extracts to
-// a profiler that attached as 1.2, so declaring 1.2 keeps a guest from
-// getting a wrong answer.  The page's version, Xen's own, may be newer.
-constexpr uint32_t kProfilerInterface = 0x00010002;
+// The interface the daemon declares at attach: 1.3, memory-mapped spans,
+// whose control messages (XEN_BUSPROF_CTRL_WIDE) it reads and whose ioreqs
+// (type COPY) it serves.  A Xen of 1.2 takes it too (the same major) and
+// never sends it a wide message.  The page's version, Xen's own, may be
+// newer.
+constexpr uint32_t kProfilerInterface = 0x00010003;
 static_assert((kProfilerInterface >> 16) == (XEN_BUSPROF_INTERFACE_VERSION >> 16) &&
               kProfilerInterface <= XEN_BUSPROF_INTERFACE_VERSION);
 
@@ -110,6 +110,10 @@ struct ExtractAnswer {
     int32_t status = 0;   // 0, or -errno for the guest
     uint64_t total = 0, snapshot = 0;
     std::span<const xen_busprof_record_ext> records; // XEN_BUSPROF_RECORD_WHO where known
+    // Instead of records: the answer to a wide request (XEN_BUSPROF_CTRL_WIDE),
+    // as Xen takes it from a profiler of interface 1.3 (XEN_BUSPROF_REPLY_WIDE).
+    std::span<const xen_busprof_record_wide> wide;
+    bool is_wide = false;
 };
 // Hands it to Xen (XEN_BUSPROF_extract_reply): extended records where Xen
 // takes them (interface 1.2 on, BusprofPage::takes_extended_records), plain

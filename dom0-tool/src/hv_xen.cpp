@@ -62,9 +62,10 @@ class BusprofCall {
                 if (size < sizeof(xen_busprof_extract_reply))
                     return -EINVAL;
                 auto* rep = static_cast<xen_busprof_extract_reply*>(buf.get());
-                size_t rec_size = rep->flags & XEN_BUSPROF_REPLY_EXT
-                                      ? sizeof(xen_busprof_record_ext)
-                                      : sizeof(xen_busprof_record);
+                size_t rec_size =
+                    rep->flags & XEN_BUSPROF_REPLY_WIDE  ? sizeof(xen_busprof_record_wide)
+                    : rep->flags & XEN_BUSPROF_REPLY_EXT ? sizeof(xen_busprof_record_ext)
+                                                         : sizeof(xen_busprof_record);
                 if (rep->nr * rec_size > bytes)
                     return -EINVAL;
                 void* p = nullptr;

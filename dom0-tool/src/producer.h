@@ -43,12 +43,19 @@ struct ExtractRequest {
     uint16_t domid;
     xen_busprof_ctrl_msg msg;
     int64_t upto = 0; // writer: the last transaction id queued before it
+    // A wide request (XEN_BUSPROF_CTRL_WIDE, interface 1.3): its span, and
+    // the answer is wide records.  Otherwise the ports of msg.
+    bool wide = false;
+    uint32_t space = XEN_BUSPROF_SPACE_PIO;
+    uint64_t first = 0, last = 0;
+    int64_t upto_mmio = 0; // writer: the same for memory-mapped rows
 };
 
 struct ExtractResult {
     int status = 0; // 0 or -errno for the guest
     uint64_t total = 0, snapshot = 0;
     std::vector<xen_busprof_record_ext> records; // XEN_BUSPROF_RECORD_WHO where known
+    std::vector<xen_busprof_record_wide> wide;   // instead, for a wide request
 };
 
 // A note as the writer takes it: its place among the records, and what it

@@ -28,6 +28,12 @@ struct Record {
     uint64_t task;  // who: the guest's CR3 on Xen, its thread id on the simulator
     uint32_t pcpu;  // the physical CPU the vCPU ran on
     bool who_known; // task and pcpu came with Xen's stamp
+    // Memory-mapped (interface 1.3): space XEN_BUSPROF_SPACE_MMIO, its
+    // guest-physical address and 64-bit value (port is 0 and value the low
+    // 32 bits then).  A port access has space PIO and neither.
+    uint8_t space;
+    uint64_t addr;
+    uint64_t wide_value;
 };
 
 // How far a record's stamps from Xen's clock (t_trap, t_resume) contradict
@@ -68,6 +74,8 @@ struct Marker {
     uint64_t t_ns;
     std::string cause;  // start/stop/pause/resume: what made it; empty: none
     std::string origin; // trap calls and extracts: "guest" or "dom0"; empty: none
+    bool mmio = false;  // a memory-mapped span: addr_first, addr_last (ports -1)
+    uint64_t addr_first = 0, addr_last = 0;
 };
 
 struct Event {

@@ -7,10 +7,12 @@ void bind_ns(Stmt& s, int i, uint64_t ns) {
     ns ? s.bind(i, static_cast<int64_t>(ns)) : s.bind_null(i);
 }
 
-std::string insert_sql(size_t n) {
-    std::string sql = "INSERT INTO transactions (session_id, domid, vcpu, rip, port, size, dir,"
-                      " value, t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns, status,"
-                      " clock_skewed, pre_trigger, task, pcpu, storage_overlap) VALUES ";
+std::string insert_sql(size_t n, bool mmio) {
+    std::string sql = std::string("INSERT INTO ") +
+                      (mmio ? "mmio_transactions (session_id, domid, vcpu, rip, addr,"
+                            : "transactions (session_id, domid, vcpu, rip, port,") +
+                      " size, dir, value, t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns,"
+                      " status, clock_skewed, pre_trigger, task, pcpu, storage_overlap) VALUES ";
     for (size_t i = 0; i < n; i++)
         sql +=
             i ? ",(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)" : "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
@@ -27,10 +29,12 @@ void bind_record(sqlite3_stmt* s, int base, const Record& r, int64_t session_row
     i64(2, r.domid);
     i64(3, r.vcpu);
     i64(4, static_cast<int64_t>(r.rip));
-    i64(5, r.port);
+    const bool mmio = r.space == XEN_BUSPROF_SPACE_MMIO;
+    // A 64-bit value is stored signed, as rip is.
+    i64(5, mmio ? static_cast<int64_t>(r.addr) : r.port);
     i64(6, r.size);
     sqlite3_bind_text(s, base + 7, dir_name(r.dir), -1, SQLITE_STATIC);
-    i64(8, r.value);
+    i64(8, mmio ? static_cast<int64_t>(r.wide_value) : r.value);
     i64(9, static_cast<int64_t>(r.t_trap_ns));
     ns(10, r.t_bus_begin_ns);
     ns(11, r.t_bus_end_ns);
@@ -96,6 +100,23 @@ xen_busprof_record_ext extract_record(sqlite3_stmt* q) {
         e.pcpu = static_cast<uint32_t>(col(15));
     }
     return e;
+}
+
+const char* const kExtractMmioColumns = "id, rip, t_trap_ns, t_bus_begin_ns, t_bus_end_ns,"
+                                        " t_resume_ns, value, addr, vcpu, size, dir, status,"
+                                        " clock_skewed, pre_trigger, task, pcpu, storage_overlap";
+
+xen_busprof_record_wide extract_wide_record(sqlite3_stmt* q, bool mmio) {
+    xen_busprof_record_wide w{};
+    w.ext = extract_record(q);
+    // The narrower forms say what they can (public/busprof.h): port 0 and
+    // the low 32 bits of the value for a memory-mapped access.
+    w.space = mmio ? XEN_BUSPROF_SPACE_MMIO : XEN_BUSPROF_SPACE_PIO;
+    w.addr = static_cast<uint64_t>(sqlite3_column_int64(q, 7));
+    w.value = static_cast<uint64_t>(sqlite3_column_int64(q, 6));
+    if (mmio)
+        w.ext.rec.port = 0;
+    return w;
 }
 
 } // namespace busprof

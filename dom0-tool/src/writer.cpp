@@ -290,7 +290,8 @@ void Writer::apply_note(Note& n, std::vector<int64_t>& rows,
         rows[n.session] = sqlite3_last_insert_rowid(db_.get());
     } else if (auto* m = std::get_if<Marker>(&n.body)) {
         Stmt mk(db_.get(), "INSERT INTO markers (session_id, kind, vcpu, port_first, port_last,"
-                           " t_ns, cause, origin) VALUES (?,?,?,?,?,?,?,?)");
+                           " t_ns, cause, origin, addr_first, addr_last)"
+                           " VALUES (?,?,?,?,?,?,?,?,?,?)");
         mk.bind(1, row_of(n.session, rows)).bind(2, m->kind);
         m->vcpu < 0 ? mk.bind_null(3) : mk.bind(3, m->vcpu);
         m->port_first < 0 ? mk.bind_null(4) : mk.bind(4, m->port_first);
@@ -298,6 +299,8 @@ void Writer::apply_note(Note& n, std::vector<int64_t>& rows,
         mk.bind(6, static_cast<int64_t>(m->t_ns));
         m->cause.empty() ? mk.bind_null(7) : mk.bind(7, m->cause);
         m->origin.empty() ? mk.bind_null(8) : mk.bind(8, m->origin);
+        m->mmio ? mk.bind(9, static_cast<int64_t>(m->addr_first)) : mk.bind_null(9);
+        m->mmio ? mk.bind(10, static_cast<int64_t>(m->addr_last)) : mk.bind_null(10);
         mk.step();
     } else if (auto* e = std::get_if<Event>(&n.body)) {
         Stmt ev(db_.get(), "INSERT INTO events (session_id, kind, t_ns, detail) VALUES (?,?,?,?)");
@@ -309,17 +312,20 @@ void Writer::apply_note(Note& n, std::vector<int64_t>& rows,
         // request, not with whatever the same commit wrote after it.
         extracts.push_back(std::get<ExtractRequest>(n.body));
         extracts.back().upto = db_.scalar("SELECT COALESCE(MAX(id), 0) FROM transactions");
+        extracts.back().upto_mmio =
+            db_.scalar("SELECT COALESCE(MAX(id), 0) FROM mmio_transactions");
     }
 }
 
 // One commit and its steps (see commit()).
 struct Writer::Commit {
-    std::vector<int64_t> rows;                    // session ordinal -> row id
-    std::map<uint32_t, SessionCounters> counters; // changed since the last commit
-    std::map<uint32_t, uint64_t> per_session;     // records of each session
-    Summaries summaries;                          // of this commit's rows
-    uint64_t asks = 0;                            // summary_asks_ when it began
-    bool stopping = false;                        // a session stops
+    std::vector<int64_t> rows;                     // session ordinal -> row id
+    std::map<uint32_t, SessionCounters> counters;  // changed since the last commit
+    std::map<uint32_t, uint64_t> per_session;      // port records of each session
+    std::map<uint32_t, uint64_t> mmio_per_session; // memory-mapped ones
+    Summaries summaries;                           // of this commit's rows
+    uint64_t asks = 0;                             // summary_asks_ when it began
+    bool stopping = false;                         // a session stops
     bool write_summaries = false;
 };
 
@@ -405,11 +411,25 @@ void Writer::insert(Work& w, Commit& c, std::vector<ExtractRequest>& extracts) {
     Stmt& many = *insert_many_;
     sqlite3_reset(one.get()); // after a failed commit
     sqlite3_reset(many.get());
+    if (insert_mmio_)
+        sqlite3_reset(insert_mmio_->get());
     size_t next = 0;
+    // Port rows in runs of kRowsPerInsert where they come so; memory-mapped
+    // rows, rarer, one at a time into their own table (schema/busprof.sql).
+    auto port_run = [&](size_t end) {
+        size_t n = 0;
+        while (n < kRowsPerInsert && next + n < end &&
+               w.records[next + n].space != XEN_BUSPROF_SPACE_MMIO)
+            n++;
+        return n;
+    };
     auto insert_to = [&](size_t end) {
         while (next < end) {
-            const size_t n = end - next >= kRowsPerInsert ? kRowsPerInsert : 1;
-            Stmt& ins = n == 1 ? one : many;
+            const bool mmio = w.records[next].space == XEN_BUSPROF_SPACE_MMIO;
+            if (mmio && !insert_mmio_)
+                insert_mmio_ = std::make_unique<Stmt>(db_.get(), insert_sql(1, true));
+            const size_t n = !mmio && port_run(end) == kRowsPerInsert ? kRowsPerInsert : 1;
+            Stmt& ins = mmio ? *insert_mmio_ : n == 1 ? one : many;
             for (size_t k = 0; k < n; k++, next++) {
                 const Record& r = w.records[next];
                 uint32_t ord = static_cast<uint32_t>(r.session_id);
@@ -417,8 +437,12 @@ void Writer::insert(Work& w, Commit& c, std::vector<ExtractRequest>& extracts) {
                 bind_record(ins.get(), static_cast<int>(k * kInsertColumns), r, row,
                             !busy.empty() &&
                                 StorageBusy::overlaps(busy, r.t_trap_ns, r.t_resume_ns));
-                c.per_session[ord]++;
-                c.summaries.add(row, r);
+                if (mmio) {
+                    c.mmio_per_session[ord]++;
+                } else {
+                    c.per_session[ord]++;
+                    c.summaries.add(row, r);
+                }
             }
             ins.step();
             sqlite3_reset(ins.get()); // every parameter is bound again
@@ -437,6 +461,14 @@ void Writer::count_recorded(const Commit& c) {
         rec.bind(1, row_of(ord, c.rows)).bind(2, static_cast<int64_t>(n));
         rec.step();
         rec.reset();
+    }
+    if (c.mmio_per_session.empty())
+        return;
+    Stmt mm(db_.get(), "UPDATE sessions SET mmio_recorded = mmio_recorded + ?2 WHERE id = ?1");
+    for (auto& [ord, n] : c.mmio_per_session) {
+        mm.bind(1, row_of(ord, c.rows)).bind(2, static_cast<int64_t>(n));
+        mm.step();
+        mm.reset();
     }
 }
 
@@ -531,21 +563,35 @@ void Writer::answer(const ExtractRequest& r, bool db_ok) {
                 std::lock_guard lk(mu_);
                 session = row_of(r.session, rows_);
             }
-            int64_t snapshot = m.snapshot ? static_cast<int64_t>(m.snapshot) : r.upto;
-            const char* where = " FROM transactions WHERE session_id = ?1 AND domid = ?2"
-                                " AND port BETWEEN ?3 AND ?4 AND id <= ?5";
+            // A wide request reads the table of its span's space, with the
+            // snapshot of that table.
+            const bool mmio = r.wide && r.space == XEN_BUSPROF_SPACE_MMIO;
+            const int64_t first = r.wide ? static_cast<int64_t>(r.first) : m.first;
+            const int64_t last = r.wide ? static_cast<int64_t>(r.last) : m.last;
+            int64_t snapshot = m.snapshot ? static_cast<int64_t>(m.snapshot)
+                               : mmio     ? r.upto_mmio
+                                          : r.upto;
+            const char* where = mmio ? " FROM mmio_transactions WHERE session_id = ?1"
+                                       " AND domid = ?2 AND addr BETWEEN ?3 AND ?4 AND id <= ?5"
+                                     : " FROM transactions WHERE session_id = ?1 AND domid = ?2"
+                                       " AND port BETWEEN ?3 AND ?4 AND id <= ?5";
             Stmt c(db_.get(), std::string("SELECT count(*)") + where);
-            c.bind(1, session).bind(2, r.domid).bind(3, m.first).bind(4, m.last);
+            c.bind(1, session).bind(2, r.domid).bind(3, first).bind(4, last);
             c.bind(5, snapshot);
             c.step();
             res.total = static_cast<uint64_t>(sqlite3_column_int64(c.get(), 0));
             res.snapshot = static_cast<uint64_t>(snapshot);
-            Stmt q(db_.get(), std::string("SELECT ") + kExtractColumns + where +
+            Stmt q(db_.get(), std::string("SELECT ") +
+                                  (mmio ? kExtractMmioColumns : kExtractColumns) + where +
                                   " ORDER BY id LIMIT ?6 OFFSET ?7");
-            q.bind(1, session).bind(2, r.domid).bind(3, m.first).bind(4, m.last);
+            q.bind(1, session).bind(2, r.domid).bind(3, first).bind(4, last);
             q.bind(5, snapshot).bind(6, m.nr).bind(7, static_cast<int64_t>(m.offset));
-            while (q.step())
-                res.records.push_back(extract_record(q.get()));
+            while (q.step()) {
+                if (r.wide)
+                    res.wide.push_back(extract_wide_record(q.get(), mmio));
+                else
+                    res.records.push_back(extract_record(q.get()));
+            }
         } catch (const std::exception& e) {
             std::fprintf(stderr, "busprof: error: extract query: %s\n", e.what());
             res = {};

@@ -168,6 +168,7 @@ class Writer {
     uint64_t busy_begin_ = 0; // writer only: when the commit under way began its work
     std::unique_ptr<Checkpointer> checkpointer_;     // before db_ closes, it has
     std::unique_ptr<Stmt> insert_one_, insert_many_; // the writer's, finalized before db_ closes
+    std::unique_ptr<Stmt> insert_mmio_; // into mmio_transactions, prepared at its first row
     SpscQueue<Record> queue_;
     size_t note_capacity_;
     WriterSched sched_;

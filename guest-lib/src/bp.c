@@ -34,6 +34,14 @@ _Static_assert(offsetof(struct bp_record, status) ==
                offsetof(struct bp_record, pcpu) ==
                offsetof(struct xen_busprof_record_ext, pcpu),
                "bp_record must match xen_busprof_record_ext");
+_Static_assert(sizeof(struct bp_record_wide) == sizeof(struct xen_busprof_record_wide) &&
+               offsetof(struct bp_record_wide, addr) ==
+               offsetof(struct xen_busprof_record_wide, addr) &&
+               offsetof(struct bp_record_wide, space) ==
+               offsetof(struct xen_busprof_record_wide, space) &&
+               BP_SPACE_MMIO == XEN_BUSPROF_SPACE_MMIO &&
+               BP_SPACE_PIO == XEN_BUSPROF_SPACE_PIO,
+               "bp_record_wide must match xen_busprof_record_wide");
 _Static_assert(BP_RECORD_CLOCK_SKEWED == XEN_BUSPROF_RECORD_CLOCK_SKEWED &&
                BP_RECORD_PRE_TRIGGER == XEN_BUSPROF_RECORD_PRE_TRIGGER &&
                BP_RECORD_WHO == XEN_BUSPROF_RECORD_WHO &&
@@ -181,6 +189,68 @@ int bp_stop_trap(bp_handle *h, unsigned int first, unsigned int last)
     return trap_op(h, XEN_BUSPROF_stop_trap, first, last);
 }
 
+/* Whole pages below 2^52, as the hypervisor takes them. */
+static int check_span(bp_handle *h, uint64_t first, uint64_t last)
+{
+    if ( !h || first > last || last >= (1ull << 52) ||
+         first % XEN_BUSPROF_MMIO_PAGE_SIZE ||
+         (last + 1) % XEN_BUSPROF_MMIO_PAGE_SIZE )
+    {
+        errno = EINVAL;
+        return -1;
+    }
+
+    return 0;
+}
+
+static int span_op(bp_handle *h, unsigned int cmd, uint64_t first,
+                   uint64_t last)
+{
+    struct xen_busprof_span s;
+
+    if ( check_span(h, first, last) )
+        return -1;
+
+    memset(&s, 0, sizeof(s));
+    s.first = first;
+    s.last = last;
+    s.space = XEN_BUSPROF_SPACE_MMIO;
+
+    return result(h->ops->op(h, cmd, &s, sizeof(s)));
+}
+
+int bp_start_trap_mmio(bp_handle *h, uint64_t first, uint64_t last)
+{
+    return span_op(h, XEN_BUSPROF_start_trap_span, first, last);
+}
+
+int bp_stop_trap_mmio(bp_handle *h, uint64_t first, uint64_t last)
+{
+    return span_op(h, XEN_BUSPROF_stop_trap_span, first, last);
+}
+
+void *bp_map_mmio(bp_handle *h, uint64_t gpa, size_t len)
+{
+    if ( !h || !len || check_span(h, gpa, gpa + len - 1) )
+    {
+        errno = EINVAL;
+        return NULL;
+    }
+
+    return h->ops->map_mmio(h, gpa, len);
+}
+
+int bp_unmap_mmio(bp_handle *h, void *p, size_t len)
+{
+    if ( !h || !p )
+    {
+        errno = EINVAL;
+        return -1;
+    }
+
+    return h->ops->unmap_mmio(h, p, len);
+}
+
 static uint64_t now_ns(void)
 {
     struct timespec ts;
@@ -225,15 +295,15 @@ int bp_resume(bp_handle *h)
 }
 
 /* One extract call, repeated while the profiler works on it. */
-static long extract_chunk(bp_handle *h, unsigned int cmd,
-                          struct xen_busprof_extract *x, uint64_t deadline)
+static long extract_chunk(bp_handle *h, unsigned int cmd, void *x,
+                          size_t size, uint64_t deadline)
 {
     struct timespec pause = { 0, 20000 };
     long rc;
 
     for ( ;; )
     {
-        rc = h->ops->op(h, cmd, x, sizeof(*x));
+        rc = h->ops->op(h, cmd, x, size);
         if ( rc != -EAGAIN && rc != -EBUSY )
             return rc;
         if ( now_ns() > deadline )
@@ -265,24 +335,75 @@ static void widen(struct bp_record *recs, size_t nr)
     }
 }
 
-/*
- * Pages through the profiler's snapshot.  ext: buf holds struct bp_record
- * (asked with extract_ext where the hypervisor has it, otherwise widened
- * from plain ones), else struct bp_record_1_0.
- */
-static ssize_t extract(bp_handle *h, unsigned int first, unsigned int last,
-                       void *buf, size_t cap, size_t *needed, bool ext)
+/* What an extract asks for: the sub-op and the span of its space. */
+struct extract_req {
+    unsigned int cmd;   /* extract, extract_ext or extract_wide */
+    uint64_t first, last;
+    uint32_t space;     /* extract_wide only */
+};
+
+/* One page of the snapshot into chunk (room records): the sub-op's
+ * argument made and read back. */
+static long extract_page(bp_handle *h, const struct extract_req *rq,
+                         void *chunk, size_t room, uint64_t offset,
+                         uint64_t *snapshot, uint64_t *total, uint32_t *nr,
+                         uint64_t deadline)
 {
-    struct xen_busprof_extract x;
-    uint64_t deadline = now_ns() + BP_EXTRACT_DEADLINE_NS;
-    uint64_t offset = 0, snapshot = 0, total;
-    bool ask_ext = ext && h && h->version >= 0x00010002u;
-    size_t rec_size = ext ? sizeof(struct bp_record)
-                          : sizeof(struct bp_record_1_0);
+    uint32_t want = room > XEN_BUSPROF_EXTRACT_MAX ? XEN_BUSPROF_EXTRACT_MAX
+                                                   : (uint32_t)room;
     long rc;
 
-    if ( check_range(h, first, last) )
-        return -1;
+    if ( rq->cmd == XEN_BUSPROF_extract_wide )
+    {
+        struct xen_busprof_extract_wide x;
+
+        memset(&x, 0, sizeof(x));
+        x.span.first = rq->first;
+        x.span.last = rq->last;
+        x.span.space = rq->space;
+        x.nr = want;
+        x.offset = offset;
+        x.snapshot = *snapshot;
+        x.buffer.p = chunk;
+        rc = extract_chunk(h, rq->cmd, &x, sizeof(x), deadline);
+        *snapshot = x.snapshot;
+        *total = x.total;
+        *nr = x.nr;
+    }
+    else
+    {
+        struct xen_busprof_extract x;
+
+        memset(&x, 0, sizeof(x));
+        x.first = (uint16_t)rq->first;
+        x.last = (uint16_t)rq->last;
+        x.nr = want;
+        x.offset = offset;
+        x.snapshot = *snapshot;
+        x.buffer.p = chunk;
+        rc = extract_chunk(h, rq->cmd, &x, sizeof(x), deadline);
+        *snapshot = x.snapshot;
+        *total = x.total;
+        *nr = x.nr;
+    }
+
+    return rc;
+}
+
+/*
+ * Pages through the profiler's snapshot into buf, records of rec_size
+ * bytes.  widen: the hypervisor hands plain records, which become struct
+ * bp_record in place.
+ */
+static ssize_t extract(bp_handle *h, const struct extract_req *rq, void *buf,
+                       size_t cap, size_t *needed, size_t rec_size,
+                       bool widen_plain)
+{
+    uint64_t deadline = now_ns() + BP_EXTRACT_DEADLINE_NS;
+    uint64_t offset = 0, snapshot = 0, total;
+    uint32_t nr;
+    long rc;
+
     if ( cap && !buf )
     {
         errno = EINVAL;
@@ -290,24 +411,12 @@ static ssize_t extract(bp_handle *h, unsigned int first, unsigned int last,
     }
 
     do {
-        size_t room = cap - offset;
         void *chunk = buf ? (uint8_t *)buf + offset * rec_size : NULL;
 
-        memset(&x, 0, sizeof(x));
-        x.first = first;
-        x.last = last;
-        x.nr = room > XEN_BUSPROF_EXTRACT_MAX ? XEN_BUSPROF_EXTRACT_MAX : room;
-        x.offset = offset;
-        x.snapshot = snapshot;
-        x.buffer.p = chunk;
-
-        rc = extract_chunk(h, ask_ext ? XEN_BUSPROF_extract_ext
-                                      : XEN_BUSPROF_extract, &x, deadline);
+        rc = extract_page(h, rq, chunk, cap - offset, offset, &snapshot,
+                          &total, &nr, deadline);
         if ( rc < 0 )
             return result(rc);
-
-        snapshot = x.snapshot;
-        total = x.total;
         if ( total > cap )
         {
             if ( needed )
@@ -315,20 +424,40 @@ static ssize_t extract(bp_handle *h, unsigned int first, unsigned int last,
             errno = ENOBUFS;
             return -1;
         }
-        if ( x.nr == 0 && offset < total )
+        if ( nr == 0 && offset < total )
         {
             errno = EIO;  /* the profiler returned nothing to page on */
             return -1;
         }
-        if ( ext && !ask_ext )
-            widen(chunk, x.nr);
-        offset += x.nr;
+        if ( widen_plain )
+            widen(chunk, nr);
+        offset += nr;
     } while ( offset < total );
 
     if ( needed )
         *needed = total;
 
     return (ssize_t)total;
+}
+
+/* A port range: extract_ext where the hypervisor has it (ext: buf holds
+ * struct bp_record, widened from plain ones otherwise), else plain struct
+ * bp_record_1_0. */
+static ssize_t extract_ports(bp_handle *h, unsigned int first,
+                             unsigned int last, void *buf, size_t cap,
+                             size_t *needed, bool ext)
+{
+    bool ask_ext = ext && h && h->version >= 0x00010002u;
+    struct extract_req rq = {
+        ask_ext ? XEN_BUSPROF_extract_ext : XEN_BUSPROF_extract, first, last, 0,
+    };
+
+    if ( check_range(h, first, last) )
+        return -1;
+
+    return extract(h, &rq, buf, cap, needed,
+                   ext ? sizeof(struct bp_record) : sizeof(struct bp_record_1_0),
+                   ext && !ask_ext);
 }
 
 /*
@@ -349,7 +478,7 @@ ssize_t bp_extract_1_2(bp_handle *h, unsigned int first, unsigned int last,
 ssize_t bp_extract_1_2(bp_handle *h, unsigned int first, unsigned int last,
                        struct bp_record *buf, size_t cap, size_t *needed)
 {
-    return extract(h, first, last, buf, cap, needed, true);
+    return extract_ports(h, first, last, buf, cap, needed, true);
 }
 
 #ifdef BP_SHARED
@@ -359,6 +488,23 @@ ssize_t bp_extract_1_0(bp_handle *h, unsigned int first, unsigned int last,
 ssize_t bp_extract_1_0(bp_handle *h, unsigned int first, unsigned int last,
                        struct bp_record_1_0 *buf, size_t cap, size_t *needed)
 {
-    return extract(h, first, last, buf, cap, needed, false);
+    return extract_ports(h, first, last, buf, cap, needed, false);
 }
 #endif
+
+/* extract() for a memory-mapped span, with wide records. */
+ssize_t bp_extract_mmio(bp_handle *h, uint64_t first, uint64_t last,
+                        struct bp_record_wide *buf, size_t cap, size_t *needed)
+{
+    struct extract_req rq = {
+        XEN_BUSPROF_extract_wide, first, last, XEN_BUSPROF_SPACE_MMIO,
+    };
+
+    if ( !h || first > last )
+    {
+        errno = EINVAL;
+        return -1;
+    }
+
+    return extract(h, &rq, buf, cap, needed, sizeof(*buf), false);
+}

@@ -5,6 +5,7 @@
 
 #include <busprof/busprof.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct bp_handle;
 
@@ -16,6 +17,9 @@ struct bp_backend_ops {
     /* One busprof_op hypercall; arg is the sub-op's struct of argsize bytes.
      * Returns the hypercall's result: 0 or a negative errno value. */
     long (*op)(struct bp_handle *h, unsigned int cmd, void *arg, size_t argsize);
+    /* bp_map_mmio / bp_unmap_mmio: NULL or -1 with errno. */
+    void *(*map_mmio)(struct bp_handle *h, uint64_t gpa, size_t len);
+    int (*unmap_mmio)(struct bp_handle *h, void *p, size_t len);
 };
 
 struct bp_handle {

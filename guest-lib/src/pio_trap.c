@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 
 #include "pio_trap.h"
+#include "sigsafe.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -173,63 +174,6 @@ int bp_pio_decode(const uint8_t *code, size_t len, uint64_t rax,
  * Async-signal-safe message formatting
  * ------------------------------------------------------------------------ */
 
-struct msgbuf {
-    char buf[256];
-    size_t len;
-};
-
-static void msg_str(struct msgbuf *m, const char *s)
-{
-    while ( *s != '\0' && m->len < sizeof(m->buf) - 1 )
-        m->buf[m->len++] = *s++;
-}
-
-static void msg_hex(struct msgbuf *m, uint64_t v)
-{
-    char tmp[16];
-    size_t n = 0;
-
-    msg_str(m, "0x");
-    do {
-        tmp[n++] = "0123456789abcdef"[v & 0xf];
-        v >>= 4;
-    } while ( v != 0 );
-    while ( n > 0 && m->len < sizeof(m->buf) - 1 )
-        m->buf[m->len++] = tmp[--n];
-}
-
-static void msg_dec(struct msgbuf *m, int64_t v)
-{
-    char tmp[20];
-    size_t n = 0;
-    uint64_t u = (v < 0) ? -(uint64_t)v : (uint64_t)v;
-
-    if ( v < 0 )
-        msg_str(m, "-");
-    do {
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while ( u != 0 );
-    while ( n > 0 && m->len < sizeof(m->buf) - 1 )
-        m->buf[m->len++] = tmp[--n];
-}
-
-static void msg_flush(struct msgbuf *m)
-{
-    size_t off = 0;
-
-    while ( off < m->len )
-    {
-        ssize_t n = write(STDERR_FILENO, m->buf + off, m->len - off);
-
-        if ( n < 0 && errno == EINTR )
-            continue;
-        if ( n <= 0 )
-            break;
-        off += (size_t)n;
-    }
-}
-
 static const char *pio_mnemonic(const struct bp_pio *pio)
 {
     static const char *const names[2][3] = {
@@ -243,21 +187,21 @@ static const char *pio_mnemonic(const struct bp_pio *pio)
 
 static void report_forward_error(const struct bp_pio *pio, int rc)
 {
-    struct msgbuf m = { .len = 0 };
+    struct bp_msgbuf m = { .len = 0 };
 
-    msg_str(&m, "busprof: port I/O forwarding failed: ");
-    msg_str(&m, pio_mnemonic(pio));
-    msg_str(&m, " port ");
-    msg_hex(&m, pio->port);
+    bp_msg_str(&m, "busprof: port I/O forwarding failed: ");
+    bp_msg_str(&m, pio_mnemonic(pio));
+    bp_msg_str(&m, " port ");
+    bp_msg_hex(&m, pio->port);
     if ( pio->is_write )
     {
-        msg_str(&m, " value ");
-        msg_hex(&m, pio->value);
+        bp_msg_str(&m, " value ");
+        bp_msg_hex(&m, pio->value);
     }
-    msg_str(&m, " at rip ");
-    msg_hex(&m, pio->rip);
-    msg_str(&m, ": error ");
-    msg_dec(&m, rc);
+    bp_msg_str(&m, " at rip ");
+    bp_msg_hex(&m, pio->rip);
+    bp_msg_str(&m, ": error ");
+    bp_msg_dec(&m, rc);
 #if defined(__GLIBC__) && defined(__GLIBC_PREREQ)
 #if __GLIBC_PREREQ(2, 32)
     {
@@ -266,31 +210,31 @@ static void report_forward_error(const struct bp_pio *pio, int rc)
 
         if ( name != NULL )
         {
-            msg_str(&m, " (");
-            msg_str(&m, name);
-            msg_str(&m, ")");
+            bp_msg_str(&m, " (");
+            bp_msg_str(&m, name);
+            bp_msg_str(&m, ")");
         }
     }
 #endif
 #endif
-    msg_str(&m, "\n");
-    msg_flush(&m);
+    bp_msg_str(&m, "\n");
+    bp_msg_flush(&m);
 }
 
 static void report_bad_address(const struct bp_pio *pio, uint64_t addr)
 {
-    struct msgbuf m = { .len = 0 };
+    struct bp_msgbuf m = { .len = 0 };
 
-    msg_str(&m, "busprof: string port I/O ");
-    msg_str(&m, pio->is_write ? "outs" : "ins");
-    msg_str(&m, " port ");
-    msg_hex(&m, pio->port);
-    msg_str(&m, " at rip ");
-    msg_hex(&m, pio->rip);
-    msg_str(&m, ": bad address ");
-    msg_hex(&m, addr);
-    msg_str(&m, "\n");
-    msg_flush(&m);
+    bp_msg_str(&m, "busprof: string port I/O ");
+    bp_msg_str(&m, pio->is_write ? "outs" : "ins");
+    bp_msg_str(&m, " port ");
+    bp_msg_hex(&m, pio->port);
+    bp_msg_str(&m, " at rip ");
+    bp_msg_hex(&m, pio->rip);
+    bp_msg_str(&m, ": bad address ");
+    bp_msg_hex(&m, addr);
+    bp_msg_str(&m, "\n");
+    bp_msg_flush(&m);
 }
 
 /* ------------------------------------------------------------------------
@@ -300,47 +244,6 @@ static void report_bad_address(const struct bp_pio *pio, uint64_t addr)
 /* Elements of one REP done per fault; the instruction faults again for the
  * rest, as a CPU leaves a long REP interruptible. */
 #define BP_STRING_CHUNK 1024
-
-/*
- * Copy between the process's memory and ours without faulting on a bad
- * address: a fault inside the SIGSEGV handler would kill the process with
- * no word on why.  Falls back to a plain copy where the system call is
- * refused (seccomp).
- */
-static int copy_guest(void *local, uint64_t remote, size_t n, bool to_remote)
-{
-    struct iovec l = { local, n }, r = { (void *)(uintptr_t)remote, n };
-    ssize_t got;
-
-    got = to_remote ? process_vm_writev(getpid(), &l, 1, &r, 1, 0)
-                    : process_vm_readv(getpid(), &l, 1, &r, 1, 0);
-    if ( got == (ssize_t)n )
-        return 0;
-    if ( got < 0 && (errno == ENOSYS || errno == EPERM) )
-    {
-        if ( to_remote )
-            memcpy(r.iov_base, local, n);
-        else
-            memcpy(local, r.iov_base, n);
-        return 0;
-    }
-
-    return -1;
-}
-
-/* The base of the segment an OUTS reads from; only FS and GS have one in
- * 64-bit mode. */
-static uint64_t segment_base(uint8_t seg)
-{
-    unsigned long base = 0;
-
-    if ( seg == 0x64 )
-        syscall(SYS_arch_prctl, ARCH_GET_FS, &base);
-    else if ( seg == 0x65 )
-        syscall(SYS_arch_prctl, ARCH_GET_GS, &base);
-
-    return base;
-}
 
 /*
  * INS/OUTS: one forwarder call per element, registers updated after each
@@ -355,7 +258,7 @@ static int emulate_string(greg_t *gregs, const struct bp_pio_insn *insn,
     const uint64_t mask = insn->addr32 ? 0xffffffffull : ~0ull;
     const unsigned int size = insn->pio.size;
     const bool down = (uint64_t)gregs[REG_EFL] & (1u << 10); /* DF */
-    uint64_t base = insn->pio.is_write ? segment_base(insn->seg) : 0;
+    uint64_t base = insn->pio.is_write ? bp_segment_base(insn->seg) : 0;
     unsigned int n;
     int rc;
 
@@ -381,7 +284,7 @@ static int emulate_string(greg_t *gregs, const struct bp_pio_insn *insn,
         *pio = insn->pio;
         if ( insn->pio.is_write )
         {
-            if ( copy_guest(bytes, addr, size, false) )
+            if ( bp_copy_guest(bytes, addr, size, false) )
             {
                 *fault_addr = addr;
                 return 1;
@@ -402,7 +305,7 @@ static int emulate_string(greg_t *gregs, const struct bp_pio_insn *insn,
             bytes[1] = (uint8_t)(pio->value >> 8);
             bytes[2] = (uint8_t)(pio->value >> 16);
             bytes[3] = (uint8_t)(pio->value >> 24);
-            if ( copy_guest(bytes, addr, size, true) )
+            if ( bp_copy_guest(bytes, addr, size, true) )
             {
                 *fault_addr = addr;
                 return 1;

@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE /* gettid */
 #include "bp_private.h"
+#include "mmio_trap.h"
 #include "pio_trap.h"
 
 #include <busprof.h>
@@ -182,6 +183,23 @@ static long sim_call(struct bp_sim_msg *m, const void *payload, size_t plen,
     return 0;
 }
 
+/* A guest's access (PIO or MMIO) sent as this thread's vCPU; the reply in
+ * m.  0 or a negative errno value. */
+static int sim_access(struct bp_sim_msg *m)
+{
+    long rc;
+
+    if ( !vcpu_tid )
+        vcpu_tid = (uint32_t)gettid();
+    m->nr = vcpu_tid; /* the task that made it, as Xen's CR3 */
+
+    rc = sim_call(m, NULL, 0, NULL, 0, NULL);
+    if ( rc < 0 )
+        return (int)rc;
+
+    return m->rc < 0 ? m->rc : 0;
+}
+
 static int sim_forward(void *ctx, struct bp_pio *pio)
 {
     struct bp_sim_msg m;
@@ -196,18 +214,53 @@ static int sim_forward(void *ctx, struct bp_pio *pio)
     m.dir = pio->is_write ? XEN_BUSPROF_DIR_OUT : XEN_BUSPROF_DIR_IN;
     m.value = pio->value;
     m.rip = pio->rip;
-    if ( !vcpu_tid )
-        vcpu_tid = (uint32_t)gettid();
-    m.nr = vcpu_tid; /* the task that made it, as Xen's CR3 */
 
-    rc = sim_call(&m, NULL, 0, NULL, 0, NULL);
+    rc = sim_access(&m);
     if ( rc < 0 )
         return (int)rc;
-    if ( m.rc < 0 )
-        return m.rc;
     pio->value = m.value;
 
     return 0;
+}
+
+/* A load or store of the device memory window: BP_SIM_MMIO, the
+ * simulator's "VM exit" for an access to a page of device memory. */
+static int sim_forward_mmio(void *ctx, struct bp_mmio *io)
+{
+    struct bp_sim_msg m;
+    struct bp_sim_mmio a = { io->addr, io->value };
+    long rc;
+
+    (void)ctx;
+    memset(&m, 0, sizeof(m));
+    m.type = BP_SIM_MMIO;
+    m.version = BP_SIM_VERSION;
+    m.size = io->size;
+    m.dir = io->is_write ? XEN_BUSPROF_DIR_OUT : XEN_BUSPROF_DIR_IN;
+    m.rip = io->rip;
+    memcpy(m.arg, &a, sizeof(a));
+
+    rc = sim_access(&m);
+    if ( rc < 0 )
+        return (int)rc;
+    memcpy(&a, m.arg, sizeof(a));
+    io->value = a.value;
+
+    return 0;
+}
+
+/* The simulated machine's device memory reached through a window the
+ * trap engine serves (mmio_trap.h): every access is a BP_SIM_MMIO. */
+static void *sim_map_mmio(struct bp_handle *h, uint64_t gpa, size_t len)
+{
+    (void)h;
+    return bp_mmio_map(gpa, len, sim_forward_mmio, NULL);
+}
+
+static int sim_unmap_mmio(struct bp_handle *h, void *p, size_t len)
+{
+    (void)h;
+    return bp_mmio_unmap(p, len);
 }
 
 /* The simulator's socket for this process's domain.  sim_lock held. */
@@ -306,7 +359,9 @@ static long sim_op(struct bp_handle *h, unsigned int cmd, void *arg,
 {
     struct bp_sim_msg m;
     struct xen_busprof_extract *x = NULL;
+    struct xen_busprof_extract_wide *w = NULL;
     void *buf = NULL;
+    size_t nr = 0;
     size_t rlen = 0, rec_size = sizeof(struct xen_busprof_record);
     long rc;
 
@@ -326,11 +381,19 @@ static long sim_op(struct bp_handle *h, unsigned int cmd, void *arg,
     {
         x = arg;
         buf = x->buffer.p;
+        nr = x->nr;
         if ( cmd == XEN_BUSPROF_extract_ext )
             rec_size = sizeof(struct xen_busprof_record_ext);
     }
+    else if ( cmd == XEN_BUSPROF_extract_wide )
+    {
+        w = arg;
+        buf = w->buffer.p;
+        nr = w->nr;
+        rec_size = sizeof(struct xen_busprof_record_wide);
+    }
 
-    rc = sim_call(&m, NULL, 0, buf, x ? x->nr * rec_size : 0, &rlen);
+    rc = sim_call(&m, NULL, 0, buf, nr * rec_size, &rlen);
     if ( rc < 0 )
         return rc;
 
@@ -340,11 +403,11 @@ static long sim_op(struct bp_handle *h, unsigned int cmd, void *arg,
             memcpy(arg, m.arg, argsize);
         /* The handle is ours, not the simulator's copy of it. */
         if ( x )
-        {
             x->buffer.p = buf;
-            if ( rlen != x->nr * rec_size )
-                return -EPROTO;
-        }
+        if ( w )
+            w->buffer.p = buf;
+        if ( (x && rlen != x->nr * rec_size) || (w && rlen != w->nr * rec_size) )
+            return -EPROTO;
     }
 
     return m.rc;
@@ -355,4 +418,6 @@ const struct bp_backend_ops bp_sim_ops = {
     .open = sim_open,
     .close = sim_close,
     .op = sim_op,
+    .map_mmio = sim_map_mmio,
+    .unmap_mmio = sim_unmap_mmio,
 };

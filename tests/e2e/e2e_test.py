@@ -21,13 +21,17 @@ import time
 
 DOMID = 1
 DOMAIN = "e2e-guest"
+# The simulated machine's edu BAR (1 MiB at 0xfebf0000, sim/machine.h) and a
+# page of iomem beyond it that is no device's.
+EDU_BAR = 0xfebf0000
+EDU_IOMEM = "0xfebf0000-0xfecfffff,0xfed00000-0xfed00fff"
 
 
 class Rig:
     """A simulated Xen, optionally a daemon, in a private directory."""
 
     def __init__(self, bindir, ioports="0x3f8-0x3ff,0x70-0x71,0x300-0x30f", vcpus=2,
-                 more_domains=(), sim_args=()):
+                 more_domains=(), sim_args=(), iomem=EDU_IOMEM):
         self.bindir = bindir
         self.tmp = tempfile.TemporaryDirectory(prefix="busprof-e2e.")
         self.dir = self.tmp.name
@@ -35,7 +39,8 @@ class Rig:
         self.ctl_sock = os.path.join(self.dir, "busprof.sock")
         self.db = os.path.join(self.dir, "trace.db")
         self.procs = []
-        doms = [f"{DOMID}:{DOMAIN}:{ioports}:{vcpus}", *more_domains]
+        doms = [f"{DOMID}:{DOMAIN}:{ioports}:{vcpus}" + (f":iomem={iomem}" if iomem else ""),
+                *more_domains]
         self.sim = self.spawn([self.exe("dom0-tool/busprof-simxen"), "--socket", self.sim_sock,
                                *[a for d in doms for a in ("--domain", d)], *sim_args])
         self.wait_path(self.sim_sock, self.sim)
@@ -141,7 +146,7 @@ XEN_BUSPROF_RECORD_STORAGE_OVERLAP = 1 << int(re.search(
     r"#define XEN_BUSPROF_RECORD_STORAGE_OVERLAP\s+\(1u << (\d+)\)",
     open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
                       "../../xen-patches/xen/include/public/busprof.h")).read()).group(1))
-SIM_MSG = struct.Struct("<IiIIHHHHIIIIIIQ32s192s")
+SIM_MSG = struct.Struct("<IiIIHHHHIIIIIIQ32s544s")
 SIM_HELLO, SIM_HYPERCALL, SIM_PIO, SIM_LOOKUP = 1, 2, 3, 7
 ROLE_GUEST, ROLE_DOM0 = 1, 2
 
@@ -517,7 +522,7 @@ def sockets_are_private_and_peers_checked(rig):
     code = ("import socket,struct,sys\n"
             "s=socket.socket(socket.AF_UNIX,socket.SOCK_SEQPACKET); s.settimeout(10)\n"
             f"s.connect({rig.sim_sock!r})\n"
-            "m=struct.pack('<IiIIHHHHIIIIIIQ32s192s',1,0,1,2,0,0,0,0,0,0,0,0,0,0,0,b'',b'')\n"
+            "m=struct.pack('<IiIIHHHHIIIIIIQ32s544s',1,0,1,2,0,0,0,0,0,0,0,0,0,0,0,b'',b'')\n"
             "try:\n s.sendall(m); d=s.recv(1000)\nexcept OSError: d=b''\n"
             "print('REFUSED' if not d else 'ANSWERED')\n")
     r = subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True, text=True,
@@ -562,7 +567,89 @@ def relative_pairs_each_read_with_its_record(rig):
                int(f["overhead_p99_unmarked_ns"]) / int(f["plain_p99_ns"])) < 0.001, lines[0]
 
 
+def mmio_edu_sequence_recorded_and_extracted(rig):
+    """The edu driver's memory-mapped accesses under a trap: one row each in
+    mmio_transactions, in order, with address, width, value and RIP; the
+    untrapped page and the access after the stop leave none; the guest's
+    extract gives back the same."""
+    rig.busprof("policy", DOMAIN, "--allow-mmio", "0xfebf0000-0xfebfffff",
+                "--sim-socket", rig.sim_sock)
+    rig.start_daemon()
+    r = rig.guest([rig.exe("guest-lib/busprof-edu-driver")])
+    assert r.returncode == 0, r.stdout + r.stderr
+    rig.stop_daemon()
+    made = [(d, int(a, 16), int(s), int(v, 16))
+            for d, a, s, v in re.findall(r"^ACCESS (\w+) (\S+) (\d+) (\S+)$", r.stdout, re.M)]
+    polls = int(re.search(r"^POLLS (\d+)$", r.stdout, re.M).group(1))
+    assert len(made) == 1 + 6 + 1 + (polls + 1) + 1 + 2, (len(made), polls, r.stdout)
+    rows = query(rig.db, "SELECT dir, addr, size, value, rip, status, space FROM mmio_transactions"
+                         " ORDER BY id")
+    # Values are stored signed (as rip): the 64-bit ones read back as two's complement.
+    got = [(d, a, s, v & 0xffffffffffffffff) for d, a, s, v, _, _, _ in rows]
+    assert got == made, (got, made)
+    assert all(st == "ok" and sp == "mmio" and rip for _, _, _, _, rip, st, sp in rows), rows
+    extracted = [(d, int(a, 16), int(s), int(v, 16), int(rip, 16)) for d, a, s, v, rip in
+                 re.findall(r"^RECORD (\w+) (\S+) (\d+) (\S+) (\S+)$", r.stdout, re.M)]
+    assert extracted == [(d, a, s, v & 0xffffffffffffffff, rip & 0xffffffffffffffff)
+                         for d, a, s, v, rip, _, _ in rows], (extracted, rows)
+    bad = query(rig.db, "SELECT count(*) FROM mmio_transactions WHERE NOT (t_trap_ns <="
+                        " t_bus_begin_ns AND t_bus_begin_ns <= t_bus_end_ns AND t_bus_end_ns <="
+                        " t_resume_ns)")[0][0]
+    assert bad == 0, f"{bad} rows with timestamps out of order"
+    # Port rows and their figures are untouched; the session counts both.
+    assert query(rig.db, "SELECT count(*) FROM transactions")[0][0] == 0
+    assert query(rig.db, "SELECT recorded, mmio_recorded FROM sessions")[0] == (0, len(made))
+    marks = query(rig.db, "SELECT kind, port_first, addr_first, addr_last FROM markers"
+                          " WHERE kind IN ('start_trap', 'stop_trap', 'extract') ORDER BY id")
+    assert marks == [("start_trap", None, EDU_BAR, EDU_BAR + 0xfff),
+                     ("stop_trap", None, EDU_BAR, EDU_BAR + 0xfff),
+                     ("extract", None, EDU_BAR, EDU_BAR + 0x1fff)], marks
+
+
+def mmio_trap_refusals_and_dom0_trap(rig):
+    """busprof policy --allow-mmio and busprof trap --mmio: each refusal its
+    own error and HINT, all or nothing; a dom0 trap records an unmodified
+    guest's accesses."""
+    def bp(*args):
+        return rig.busprof(*args, "--sim-socket", rig.sim_sock, check=False)
+
+    r = bp("policy", DOMAIN, "--allow-mmio", "0xfebf0004-0xfebfffff")
+    assert r.returncode == 1 and "not whole 4 KiB pages" in r.stderr and "HINT:" in r.stderr, \
+        r.stderr
+    r = bp("policy", DOMAIN, "--allow-mmio", "0xfebf0000-0xfebf1fff,0xfe000000-0xfe000fff,"
+           "0xfed00000-0xfed00fff")
+    assert r.returncode == 0 and "mmio policy:" in r.stdout, r.stdout + r.stderr
+    r = bp("trap", DOMAIN, "--mmio", "0xfebf0000-0xfebf0fff")
+    assert r.returncode == 1 and "no profiler" in r.stderr, r.stderr
+    rig.start_daemon()
+    for span, why in (("0xfe000000-0xfe000fff", "outside its MMIO trap policy"),
+                      ("0xfed00000-0xfed00fff", "not the domain's direct mapping"),
+                      ("0xfebf2000-0xfebf2fff", "outside its MMIO trap policy")):
+        # The first span is good: all or nothing takes it back.
+        r = bp("trap", DOMAIN, "--mmio", "0xfebf0000-0xfebf0fff," + span)
+        assert r.returncode == 1 and why in r.stderr and "HINT:" in r.stderr, (span, r.stderr)
+        r = bp("policy", DOMAIN)
+        assert "mmio traps:  (none)" in r.stdout, r.stdout
+    r = bp("trap", DOMAIN, "--mmio", "0xfebf0000-0xfebf0fff")
+    assert r.returncode == 0 and "memory-mapped traps: 0xfebf0000-0xfebf0fff" in r.stdout, r.stdout
+    r = bp("trap", DOMAIN, "--mmio", "0xfebf0000-0xfebf0fff")
+    assert r.returncode == 1 and "overlaps a span that is trapped" in r.stderr, r.stderr
+    # The driver's own trap now overlaps dom0's: it is refused, and says so.
+    g = rig.guest([rig.exe("guest-lib/busprof-edu-driver")])
+    assert g.returncode == 1 and "File exists" in g.stderr, g.stdout + g.stderr
+    r = bp("untrap", DOMAIN, "--mmio", "0xfebf0000-0xfebf0fff")
+    assert r.returncode == 0, r.stderr
+    r = bp("untrap", DOMAIN, "--mmio", "0xfebf0000-0xfebf0fff")
+    assert r.returncode == 1 and "not a trapped span" in r.stderr, r.stderr
+    rig.stop_daemon()
+    marks = query(rig.db, "SELECT kind, origin, addr_first FROM markers WHERE kind IN"
+                          " ('start_trap', 'stop_trap') ORDER BY id")
+    assert ("start_trap", "dom0", EDU_BAR) in marks and ("stop_trap", "dom0", EDU_BAR) in marks, \
+        marks
+
+
 CASES = {f.__name__: f for f in [
+    mmio_edu_sequence_recorded_and_extracted, mmio_trap_refusals_and_dom0_trap,
     untrapped_port_reaches_the_same_device, string_io_gives_one_row_per_element,
     exited_threads_give_their_vcpus_back, closing_one_handle_keeps_the_other,
     many_connections_leave_no_threads_behind, guest_is_bound_to_its_sockets_domain,

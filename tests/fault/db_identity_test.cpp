@@ -88,8 +88,8 @@ TEST_F(DbIdentity, ANewDbIsMarkedAsBusprofsWithItsSchemaVersion) {
     std::string f = path("new.db");
     Db::open(f, true);
     EXPECT_EQ(number(f, "PRAGMA application_id"), 0x42507266);
-    EXPECT_EQ(number(f, "PRAGMA user_version"), 6);
-    EXPECT_EQ(number(f, "SELECT value FROM meta WHERE key = 'schema_version'"), 6);
+    EXPECT_EQ(number(f, "PRAGMA user_version"), 7);
+    EXPECT_EQ(number(f, "SELECT value FROM meta WHERE key = 'schema_version'"), 7);
     EXPECT_EQ(refusal(f, false), "");
     EXPECT_EQ(refusal(f, true), "");
 }
@@ -124,16 +124,17 @@ TEST_F(DbIdentity, ADbMarkedByAnotherApplicationIsRefused) {
 TEST_F(DbIdentity, ANewerSchemaVersionIsRefused) {
     std::string f = path("newer.db");
     Db::open(f, true);
-    sql(f, "PRAGMA user_version = 7");
-    EXPECT_NE(refusal(f, true).find("schema version 7"), std::string::npos);
-    EXPECT_NE(refusal(f, false).find("schema version 7"), std::string::npos);
+    sql(f, "PRAGMA user_version = 8");
+    EXPECT_NE(refusal(f, true).find("schema version 8"), std::string::npos);
+    EXPECT_NE(refusal(f, false).find("schema version 8"), std::string::npos);
 }
 
-// A version 5 file lacks only transactions.storage_overlap: opened for
-// writing it gets the column, 0 in the rows it has (nothing was known of
-// them), and is then a file of version 6 like a new one.
+// A version 5 file lacks transactions.storage_overlap (and what version 7
+// added, below): opened for writing it gets the column, 0 in the rows it
+// has (nothing was known of them), and is then a file of version 7 like a
+// new one.
 TEST_F(DbIdentity, ADbOfSchemaVersion5GetsTheStorageColumnWhenOpenedForWriting) {
-    std::string fresh = path("v6.db"), f = path("v5.db");
+    std::string fresh = path("v7.db"), f = path("v5.db");
     Db::open(fresh, true);
     // Version 5's schema: this one without the column (SQLite's DROP
     // COLUMN cannot take the last column off this text: its comment).
@@ -159,8 +160,8 @@ TEST_F(DbIdentity, ADbOfSchemaVersion5GetsTheStorageColumnWhenOpenedForWriting) 
     EXPECT_EQ(number(f, "PRAGMA user_version"), 5);
 
     EXPECT_EQ(refusal(f, true), "");
-    EXPECT_EQ(number(f, "PRAGMA user_version"), 6);
-    EXPECT_EQ(number(f, "SELECT value FROM meta WHERE key = 'schema_version'"), 6);
+    EXPECT_EQ(number(f, "PRAGMA user_version"), 7);
+    EXPECT_EQ(number(f, "SELECT value FROM meta WHERE key = 'schema_version'"), 7);
     EXPECT_EQ(number(f, "SELECT storage_overlap FROM transactions WHERE value = 7"), 0);
     // The same columns, in the same order, with the same types and defaults.
     const std::string cols = "SELECT group_concat(name || ' ' || type || ' ' || \"notnull\" ||"
@@ -174,6 +175,65 @@ TEST_F(DbIdentity, ADbOfSchemaVersion5GetsTheStorageColumnWhenOpenedForWriting) 
         sqlite3_exec(db, "UPDATE transactions SET storage_overlap = 2", nullptr, nullptr, nullptr),
         SQLITE_CONSTRAINT);
     sqlite3_close(db);
+}
+
+// A version 6 file (before memory-mapped accesses) opened for writing gets
+// what version 7 added: mmio_transactions, empty; the markers' addr_first
+// and addr_last, NULL in its rows (they are about ports); the sessions'
+// mmio_recorded, 0.  Its rows keep their values, and its tables are then
+// those of a new file, column for column.
+TEST_F(DbIdentity, ADbOfSchemaVersion6GetsTheMemoryMappedTablesWhenOpenedForWriting) {
+    std::string fresh = path("v7.db"), f = path("v6.db");
+    Db::open(fresh, true);
+    // Version 6's schema: this one without the table and the columns.
+    std::string v6 = kSchemaSql;
+    auto erase_line = [&](const char* start) {
+        size_t at = v6.find(start);
+        ASSERT_NE(at, std::string::npos) << start;
+        v6.erase(at, v6.find('\n', at + 1) - at);
+    };
+    size_t table = v6.find("CREATE TABLE IF NOT EXISTS mmio_transactions");
+    ASSERT_NE(table, std::string::npos);
+    v6.erase(table, v6.find("\n);", table) + 3 - table); // its own end, not a comment's ");"
+    erase_line("\n    addr_first INTEGER,");
+    erase_line("\n    addr_last INTEGER ");
+    erase_line("\n    mmio_recorded INTEGER");
+    for (const char* comma :
+         {"NULL for trap calls and extracts", "NULL once it ended the session"}) {
+        size_t at = v6.find(comma);
+        ASSERT_NE(at, std::string::npos);
+        v6.erase(v6.find(',', v6.rfind('\n', at)), 1); // the column's own, before its comment
+    }
+    sql(f, v6 + "; PRAGMA application_id = 1112568422; PRAGMA user_version = 6;"
+                "INSERT INTO meta VALUES ('schema_version', '6'), ('created_by', 'busprof');"
+                "INSERT INTO sessions (domid, domain_name, backend, bus, state, start_trigger,"
+                " stop_trigger, created_ns, recorded) VALUES (1, 'g', 'sim', 'sim', 'stopped', 'x',"
+                " 'x', 0, 1);"
+                "INSERT INTO markers (session_id, kind, port_first, port_last, t_ns)"
+                " VALUES (1, 'start_trap', 1016, 1023, 5);"
+                "INSERT INTO transactions (session_id, domid, vcpu, rip, port, size, dir, value,"
+                " t_trap_ns, t_resume_ns, status) VALUES (1, 1, 0, 0, 128, 1, 'out', 7, 10, 20,"
+                " 'ok')");
+    ASSERT_EQ(number(f, "SELECT count(*) FROM sqlite_master WHERE name = 'mmio_transactions'"), 0);
+    EXPECT_EQ(refusal(f, false), ""); // read as it is
+    EXPECT_EQ(number(f, "PRAGMA user_version"), 6);
+
+    EXPECT_EQ(refusal(f, true), "");
+    EXPECT_EQ(number(f, "PRAGMA user_version"), 7);
+    EXPECT_EQ(number(f, "SELECT value FROM meta WHERE key = 'schema_version'"), 7);
+    EXPECT_EQ(number(f, "SELECT count(*) FROM mmio_transactions"), 0);
+    EXPECT_EQ(number(f, "SELECT count(*) FROM markers WHERE port_first = 1016 AND addr_first IS"
+                        " NULL AND addr_last IS NULL"),
+              1);
+    EXPECT_EQ(number(f, "SELECT mmio_recorded FROM sessions"), 0);
+    EXPECT_EQ(number(f, "SELECT value FROM transactions WHERE port = 128"), 7);
+    for (const char* t : {"sessions", "markers", "transactions", "mmio_transactions"}) {
+        const std::string cols = std::string("SELECT group_concat(name || ' ' || type || ' ' ||"
+                                             " \"notnull\" || ' ' || coalesce(dflt_value, '-'),"
+                                             " ', ') FROM pragma_table_info('") +
+                                 t + "')";
+        EXPECT_EQ(text(f, cols), text(fresh, cols)) << t;
+    }
 }
 
 // Read as it is; not written to: its tables lack the columns of schema 6.

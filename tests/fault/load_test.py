@@ -26,7 +26,7 @@ import time
 SANITIZER = re.compile(r"runtime error:|AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer")
 DOMAIN = "guest"
 PORTS = "0x300-0x30f"
-SIM_MSG = struct.Struct("<IiIIHHHHIIIIIIQ32s192s")
+SIM_MSG = struct.Struct("<IiIIHHHHIIIIIIQ32s544s")
 
 
 class Rig:
@@ -271,7 +271,7 @@ def hostile_messages(bindir, n, seed):
                 msg = SIM_MSG.pack(f[0] % 16, rnd.choice([0, -1, -22]), f[1] % 4, f[2] % 4,
                                    f[3] & 0xffff, f[4] & 0xffff, f[5] & 0xffff, f[6] & 0xffff,
                                    f[7], f[8], f[9], f[10], f[11], f[12], rnd.getrandbits(64),
-                                   rnd.randbytes(32), rnd.randbytes(192))
+                                   rnd.randbytes(32), rnd.randbytes(544))
                 if i % 5 == 3:
                     msg = msg[:rnd.randrange(len(msg))]
                 elif i % 5 == 4:

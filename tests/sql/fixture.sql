@@ -28,6 +28,12 @@
 --   started on a match (--start-on 'port=0x70,dir=out,value=0x02', the
 --   select of register 2) with a pre-trigger window of 2: the register 0
 --   select and read before it are kept, pre_trigger = 1.
+--   Its kernel driver of the edu device (BAR 0xfebf0000) runs the edu
+--   sequence under a memory-mapped trap on vCPU 0 (mmio_transactions, ids
+--   of their own, pre 3000 / post 4000 ns): the ID register, two liveness
+--   write/read pairs (the second read broken: a bit stuck at 0), a factorial
+--   polled once busy, an 8-byte write and read of the scratch register at
+--   0x80 whose value has its top bit set (stored two's complement).
 
 INSERT INTO meta (key, value) VALUES
     ('schema_version', '4'),
@@ -119,3 +125,21 @@ VALUES
 -- Session 1: the daemon's writer committed from 1171000 to 1184000 ns, while
 -- vCPU 0's accesses 11 and 12 were in flight.
 UPDATE transactions SET storage_overlap = 1 WHERE id IN (11, 12);
+
+-- Session 2's memory-mapped accesses.
+INSERT INTO mmio_transactions (id, session_id, domid, vcpu, rip, addr, size, dir, value,
+                               t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns,
+                               status, pre_trigger, task, pcpu)
+VALUES
+    (1 , 2, 5, 0, 0xffffffffc0a03010, 0xfebf0000, 4, 'in',  0x010000ed, 5000410000, 5000413000, 5000413800, 5000417800, 'ok', 0, 0x10a4000, 2), -- 800
+    (2 , 2, 5, 0, 0xffffffffc0a03020, 0xfebf0004, 4, 'out', 0x12345678, 5000420000, 5000423000, 5000423700, 5000427700, 'ok', 0, 0x10a4000, 2), -- 700
+    (3 , 2, 5, 0, 0xffffffffc0a03028, 0xfebf0004, 4, 'in',  0xedcba987, 5000430000, 5000433000, 5000433750, 5000437750, 'ok', 0, 0x10a4000, 2), -- 750
+    (4 , 2, 5, 0, 0xffffffffc0a03020, 0xfebf0004, 4, 'out', 0x0f0f0f0f, 5000440000, 5000443000, 5000443700, 5000447700, 'ok', 0, 0x10a4000, 2), -- 700
+    (5 , 2, 5, 0, 0xffffffffc0a03028, 0xfebf0004, 4, 'in',  0xf0f0f0e0, 5000450000, 5000453000, 5000453750, 5000457750, 'ok', 0, 0x10a4000, 2), -- 750
+    (6 , 2, 5, 0, 0xffffffffc0a03040, 0xfebf0008, 4, 'out', 5, 5000460000, 5000463000, 5000463700, 5000467700, 'ok', 0, 0x10a4000, 2), -- 700
+    (7 , 2, 5, 0, 0xffffffffc0a03050, 0xfebf0020, 4, 'in',  1, 5000470000, 5000473000, 5000473900, 5000477900, 'ok', 0, 0x10a4000, 2), -- 900
+    (8 , 2, 5, 0, 0xffffffffc0a03050, 0xfebf0020, 4, 'in',  0, 5000480000, 5000483000, 5000483850, 5000487850, 'ok', 0, 0x10a4000, 2), -- 850
+    (9 , 2, 5, 0, 0xffffffffc0a03060, 0xfebf0008, 4, 'in',  120, 5000490000, 5000493000, 5000493800, 5000497800, 'ok', 0, 0x10a4000, 2), -- 800
+    (10, 2, 5, 0, 0xffffffffc0a03070, 0xfebf0080, 8, 'out', 0xfedcba9876543210, 5000500000, 5000503000, 5000504200, 5000508200, 'ok', 0, 0x10a4000, 2), -- 1200
+    (11, 2, 5, 0, 0xffffffffc0a03078, 0xfebf0080, 8, 'in',  0xfedcba9876543210, 5000510000, 5000513000, 5000514100, 5000518100, 'ok', 0, 0x10a4000, 2); -- 1100
+UPDATE sessions SET mmio_recorded = 11 WHERE id = 2;

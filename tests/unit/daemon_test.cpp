@@ -90,8 +90,10 @@ namespace busprof {
 namespace {
 
 using ::testing::_;
+using ::testing::DoAll;
 using ::testing::Invoke;
 using ::testing::NiceMock;
+using ::testing::Pointee;
 using ::testing::Return;
 using ::testing::SetArgPointee;
 using ::testing::Throw;
@@ -167,6 +169,32 @@ class FakeChannel : public Channel {
         BusprofPage(page).post_ctrl(m);
     }
     uint64_t last_seq() const { return seq_; }
+    // A message about a memory-mapped span (XEN_BUSPROF_CTRL_WIDE).
+    void post_wide(uint32_t kind, uint64_t first, uint64_t last) {
+        xen_busprof_ctrl_msg m{};
+        m.kind = kind;
+        m.nr = XEN_BUSPROF_EXTRACT_MAX;
+        m.tsc = now();
+        m.seq = ++seq_;
+        const BusprofPage::Span span{first, last, XEN_BUSPROF_SPACE_MMIO};
+        BusprofPage(page).post_ctrl(m, &span);
+    }
+    // A trapped memory-mapped access of vCPU v, as Xen's emulator sends it
+    // (type COPY), stamped and made ready with its event.
+    void send_mmio(unsigned v, uint64_t addr, unsigned size, bool write, uint64_t data = 0) {
+        BusprofPage(page).stamp_trap(v, 0x402000, now(), 4242);
+        ioreq_t r{};
+        r.addr = addr;
+        r.size = size;
+        r.count = 1;
+        r.data = data;
+        r.dir = write ? IOREQ_WRITE : IOREQ_READ;
+        r.type = IOREQ_TYPE_COPY;
+        r.vp_eport = v;
+        r.state = STATE_IOREQ_READY;
+        publish_ioreq(&ioreq->vcpu_ioreq[v], r);
+        report({Ev::ioreq, v});
+    }
 
     // Xen's detach: no access is routed here any more, and every one
     // routed before is stamped.  on_detach runs then, on the daemon's
@@ -290,6 +318,8 @@ class MockBus : public Bus {
     std::string name() const override { return "mock"; }
     MOCK_METHOD(void, grant, (uint16_t, uint16_t), (override));
     MOCK_METHOD(void, access, (uint16_t, unsigned, bool, uint32_t*), (override));
+    MOCK_METHOD(void, grant_mmio, (uint64_t, uint64_t), (override));
+    MOCK_METHOD(bool, mmio, (uint64_t, unsigned, bool, uint64_t*), (override));
 };
 
 // A bus that costs nothing: what the serving path does around it counts.
@@ -327,6 +357,9 @@ class DaemonTest : public ::testing::Test {
                     q->traps[i] = xen_traps[i];
                 return Ok{};
             }));
+        // Xen's memory-mapped table: no span trapped (the daemon's grants stay).
+        ON_CALL(*this->hv, op(XEN_BUSPROF_query_mmio, _, _, _, _))
+            .WillByDefault(Return(Status(Ok{})));
 
         cfg.domain = "guest";
         cfg.db = (dir_ / "trace.db").string();
@@ -408,6 +441,10 @@ class DaemonTest : public ::testing::Test {
         std::string name() const override { return b->name(); }
         void grant(uint16_t f, uint16_t l) override { b->grant(f, l); }
         void access(uint16_t p, unsigned s, bool w, uint32_t* v) override { b->access(p, s, w, v); }
+        void grant_mmio(uint64_t f, uint64_t l) override { b->grant_mmio(f, l); }
+        bool mmio(uint64_t a, unsigned s, bool w, uint64_t* v) override {
+            return b->mmio(a, s, w, v);
+        }
         std::shared_ptr<Bus> b;
     };
 
@@ -641,6 +678,44 @@ TEST_F(DaemonTest, TheRingIsReadBeforeTheAccessItAllows) {
               1);
 }
 
+// Memory-mapped spans (interface 1.3): the span of a WIDE message is
+// granted on the bus before its marker, each access of type COPY is
+// performed with its 64-bit address, width and value, and stored in
+// mmio_transactions; an access outside the granted span never reaches the
+// bus.
+TEST_F(DaemonTest, AMemoryMappedSpanIsGrantedAndEachAccessServedWithItsWidth) {
+    ::testing::InSequence order;
+    EXPECT_CALL(*bus, grant_mmio(0xfebf0000u, 0xfebf0fffu));
+    EXPECT_CALL(*bus, mmio(0xfebf0080u, 8u, true, Pointee(0xfedcba9876543210ull)))
+        .WillOnce(Return(true));
+    EXPECT_CALL(*bus, mmio(0xfebf0004u, 4u, false, _))
+        .WillOnce(DoAll(SetArgPointee<3>(0xedcba987u), Return(true)));
+    start();
+    chan->post_wide(XEN_BUSPROF_CTRL_start_trap, 0xfebf0000, 0xfebf0fff);
+    chan->send_mmio(0, 0xfebf0080, 8, true, 0xfedcba9876543210ull);
+    chan->resume(0);
+    chan->send_mmio(1, 0xfebf0004, 4, false);
+    EXPECT_EQ(chan->resume(1), 0xedcba987u);
+    chan->send_mmio(0, 0xfebf1000, 4, false); // the next page: not granted
+    EXPECT_EQ(chan->resume(0), 0xffffffffu);
+    EXPECT_EQ(finish(), EXIT_SUCCESS);
+
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions"), 0);
+    EXPECT_EQ(scalar("SELECT count(*) FROM mmio_transactions WHERE status = 'ok'"), 2);
+    EXPECT_EQ(scalar("SELECT value FROM mmio_transactions WHERE size = 8 AND dir = 'out' AND"
+                     " addr = 0xfebf0080 AND rip = 0x402000 AND task = 4242"),
+              static_cast<int64_t>(0xfedcba9876543210ull));
+    EXPECT_EQ(scalar("SELECT value FROM mmio_transactions WHERE dir = 'in' AND status = 'ok'"),
+              0xedcba987);
+    EXPECT_EQ(scalar("SELECT count(*) FROM mmio_transactions WHERE status = 'error' AND"
+                     " addr = 0xfebf1000 AND t_bus_begin_ns IS NULL"),
+              1);
+    EXPECT_EQ(scalar("SELECT mmio_recorded FROM sessions"), 3);
+    EXPECT_EQ(scalar("SELECT count(*) FROM markers WHERE kind = 'start_trap' AND port_first IS"
+                     " NULL AND addr_first = 0xfebf0000 AND addr_last = 0xfebf0fff"),
+              1);
+}
+
 // The serving thread's waits have no timeout of their own (issue 10: a
 // timed wait arms a kernel timer on every access); its timerfd still turns
 // the loop when no event comes, so an access whose event was lost is
@@ -841,6 +916,8 @@ TEST_F(DaemonTest, AnOlderXenGetsPlainRecords) {
 // start_trap still starts the session.
 TEST_F(DaemonTest, LostControlMessagesAreReadBackFromXensTable) {
     EXPECT_CALL(*hv, op(XEN_BUSPROF_query, _, _, _, _)).Times(::testing::AtLeast(1));
+    // And the memory-mapped table (interface 1.3), which may have lost its messages too.
+    EXPECT_CALL(*hv, op(XEN_BUSPROF_query_mmio, _, _, _, _)).Times(::testing::AtLeast(1));
     EXPECT_CALL(*bus, grant(0x70, 0x71));
     EXPECT_CALL(*bus, access(0x71, 1u, false, _)).WillOnce(SetArgPointee<3>(0x26));
     xen_traps = {{0x70, 0x71}};

@@ -101,5 +101,38 @@ TEST(PortRanges, TheErrorNamesTheBadItemAndHasAHint) {
     }
 }
 
+TEST(MmioRanges, ParsesWholePagesUpToFiftyTwoBits) {
+    auto r =
+        parse_mmio_ranges("0xfebf0000-0xfebfffff,0x1000-0x1fff,0xffffffffff000-0xfffffffffffff");
+    ASSERT_EQ(r.size(), 3u);
+    EXPECT_EQ(r[0].first, 0xfebf0000u);
+    EXPECT_EQ(r[0].last, 0xfebfffffu);
+    EXPECT_EQ(r[1].first, 0x1000u);
+    EXPECT_EQ(r[1].last, 0x1fffu);
+    EXPECT_EQ(r[2].last, kMmioMaxAddr);
+}
+
+TEST(MmioRanges, BoundsThatAreNotWholePagesAreAUserErrorWithTheCoveringPages) {
+    for (const char* bad : {"0xfebf0004-0xfebfffff", "0xfebf0000-0xfebf0fff,0x1000-0x1ffe",
+                            "0x1000-0x1000", "0x0-0x0"}) {
+        EXPECT_THROW(parse_mmio_ranges(bad), UserError) << "'" << bad << "'";
+    }
+    try {
+        parse_mmio_ranges("0xfebf0008-0xfebf100f");
+        FAIL();
+    } catch (const UserError& e) {
+        EXPECT_NE(std::string(e.what()).find("0xfebf0008-0xfebf100f"), std::string::npos);
+        EXPECT_NE(e.hint().find("0xfebf0000-0xfebf1fff"), std::string::npos) << e.hint();
+    }
+}
+
+TEST(MmioRanges, MalformedReversedOrTooHighIsAUserError) {
+    for (const char* bad : {"", "0xfebf0000", "0xfebf0000-", "-0xfff", "0x2000-0xfff",
+                            "0x10000000000000-0x10000000000fff", "0x1000-0x1fff,", " 0x1000-0x1fff",
+                            "0x1000-0x1fffg", "0x1000--0x1fff", "0x1000-0xffffffffffffffffffff"}) {
+        EXPECT_THROW(parse_mmio_ranges(bad), UserError) << "'" << bad << "'";
+    }
+}
+
 } // namespace
 } // namespace busprof

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // The simulated hypervisor (dom0-tool/sim/simxen.cpp) spoken to over its real
 // sockets, for what the end-to-end tests cannot time: a profiler that goes
-// away while a vCPU waits for it, and a new one that arrives at once.
+// away while a vCPU waits for it, and a new one that arrives at once; and a
+// guest's memory-mapped accesses, trapped and not, with the pages a trap
+// unmaps mapped back by each path.
 #include "ioreq_slot.h"
 #include "seqpacket.h"
 #include "simxen.h"
@@ -45,7 +47,8 @@ class SimXen : public ::testing::Test {
         fs::create_directories(dir);
         sim = std::make_unique<SimHypervisor>(
             (dir / "simxen.sock").string(),
-            std::vector<DomainConfig>{parse_domain_config("1:g:0x3f8-0x3ff:1")});
+            std::vector<DomainConfig>{parse_domain_config(
+                "1:g:0x3f8-0x3ff:1:iomem=0xfebf0000-0xfecfffff,0x100000-0x100fff")});
         server = std::thread([this] { sim->run(); });
     }
     void TearDown() override {
@@ -233,6 +236,153 @@ TEST_F(SimXen, AnAccessTheProfilerNeverAnswersEndsAtItsWaitBound) {
         // The timeout dropped the traps.
         EXPECT_EQ(hypercall(g.get(), XEN_BUSPROF_stop_trap, t).m.rc, -ENOENT);
     }
+}
+
+// ---------------------------------------------------------------- MMIO
+
+constexpr uint64_t kBar = kEduBase;
+
+struct MmioAnswer {
+    int32_t rc;
+    uint64_t value;
+};
+
+// A guest's memory-mapped access, sent; its answer read with recv_mmio().
+static void send_mmio(int g, uint64_t addr, unsigned size, bool write, uint64_t value = 0) {
+    bp_sim_msg m{};
+    m.type = BP_SIM_MMIO;
+    m.version = BP_SIM_VERSION;
+    m.size = size;
+    m.dir = write ? XEN_BUSPROF_DIR_OUT : XEN_BUSPROF_DIR_IN;
+    m.rip = 0x401000;
+    bp_sim_mmio io{addr, value};
+    std::memcpy(m.arg, &io, sizeof(io));
+    send_msg(g, &m, sizeof(m));
+}
+
+class SimXenMmio : public SimXen {
+  protected:
+    MmioAnswer recv_mmio(int g) {
+        Reply r = recv_reply(g);
+        bp_sim_mmio io;
+        std::memcpy(&io, r.m.arg, sizeof(io));
+        return {r.m.rc, io.value};
+    }
+    MmioAnswer mmio(int g, uint64_t addr, unsigned size, bool write, uint64_t value = 0) {
+        send_mmio(g, addr, size, write, value);
+        return recv_mmio(g);
+    }
+    static int32_t allow_span(int d0, uint64_t first, uint64_t last) {
+        xen_busprof_dom0_span p{};
+        p.domid = 1;
+        p.span = {first, last, XEN_BUSPROF_SPACE_MMIO, 0};
+        return hypercall(d0, XEN_BUSPROF_policy_allow_span, p).m.rc;
+    }
+    static int32_t trap_span(int g, uint64_t first, uint64_t last, bool start = true) {
+        xen_busprof_span s{first, last, XEN_BUSPROF_SPACE_MMIO, 0};
+        return hypercall(g, start ? XEN_BUSPROF_start_trap_span : XEN_BUSPROF_stop_trap_span, s)
+            .m.rc;
+    }
+    // The profiler's side of one access: waits for vCPU 0's ioreq, checks
+    // it, answers a read with value.
+    static ioreq_t serve(Profiler& p, uint64_t value) {
+        ioreq_t* slot = &p.ioreq->vcpu_ioreq[0];
+        auto until = Clock::now() + std::chrono::seconds(5);
+        while (ioreq_state(slot) != STATE_IOREQ_READY && Clock::now() < until)
+            std::this_thread::yield();
+        EXPECT_EQ(unsigned{ioreq_state(slot)}, unsigned{STATE_IOREQ_READY});
+        ioreq_t req = *slot;
+        if (req.dir == IOREQ_READ)
+            slot->data = value;
+        set_ioreq_state(slot, STATE_IORESP_READY);
+        uint64_t one = 1;
+        EXPECT_EQ(::write(p.fds.at(2).get(), &one, sizeof(one)), 8); // vCPU 0's from_dm
+        return req;
+    }
+};
+
+TEST_F(SimXenMmio, AnUntrappedAccessReachesTheEduDevice) {
+    FD g = guest();
+    EXPECT_EQ(mmio(g.get(), kBar + kEduId, 4, false).value, kEduIdValue);
+    ASSERT_EQ(mmio(g.get(), kBar + kEduLiveness, 4, true, 0x12345678).rc, 0);
+    EXPECT_EQ(mmio(g.get(), kBar + kEduLiveness, 4, false).value, ~0x12345678u);
+    ASSERT_EQ(mmio(g.get(), kBar + kEduScratch, 8, true, 0x0123456789abcdefull).rc, 0);
+    EXPECT_EQ(mmio(g.get(), kBar + kEduScratch, 8, false).value, 0x0123456789abcdefull);
+    EXPECT_EQ(mmio(g.get(), kBar + kEduScratch + 4, 2, false).value, 0x4567u);
+    // Outside the domain's iomem nothing is mapped: reads float high.
+    EXPECT_EQ(mmio(g.get(), 0xfe000000, 8, false).value, ~uint64_t{0});
+    // A size the guest chose wrongly is refused, not served.
+    EXPECT_EQ(mmio(g.get(), kBar, 3, false).rc, -EINVAL);
+    EXPECT_EQ(mmio(g.get(), (uint64_t{1} << 52) - 4, 8, false).rc, -EINVAL);
+}
+
+// While trapped, each access to the span goes to the profiler as an ioreq
+// of type COPY with its 64-bit address, size and value; the device does not
+// see it.  After the stop the pages are mapped back and reach the device.
+TEST_F(SimXenMmio, ATrappedAccessGoesToTheProfilerAsACopyIoreq) {
+    FD d0 = dom0();
+    ASSERT_EQ(allow_span(d0.get(), kBar, kBar + 0xfff), 0);
+    FD g = guest();
+    auto prof = profiler(5000);
+    ASSERT_TRUE(prof->ioreq);
+    ASSERT_EQ(trap_span(g.get(), kBar, kBar + 0xfff), 0);
+    EXPECT_EQ(sim->unmapped_pages(1), std::vector<uint64_t>{kBar >> 12});
+
+    send_mmio(g.get(), kBar + kEduScratch, 8, true, 0xfedcba9876543210ull);
+    ioreq_t w = serve(*prof, 0);
+    EXPECT_EQ(unsigned{w.type}, unsigned{IOREQ_TYPE_COPY});
+    EXPECT_EQ(w.addr, kBar + kEduScratch);
+    EXPECT_EQ(w.size, 8u);
+    EXPECT_EQ(unsigned{w.dir}, unsigned{IOREQ_WRITE});
+    EXPECT_EQ(w.data, 0xfedcba9876543210ull);
+    EXPECT_EQ(recv_mmio(g.get()).rc, 0);
+
+    send_mmio(g.get(), kBar + kEduId, 4, false);
+    ioreq_t r = serve(*prof, 0xabcd1234);
+    EXPECT_EQ(unsigned{r.dir}, unsigned{IOREQ_READ});
+    EXPECT_EQ(r.size, 4u);
+    EXPECT_EQ(recv_mmio(g.get()).value, 0xabcd1234u) << "the guest reads the profiler's answer";
+
+    // An access to the page after the trapped one is not trapped.
+    EXPECT_EQ(mmio(g.get(), kBar + 0x1000, 4, false).value, 0xffffffffu);
+
+    ASSERT_EQ(trap_span(g.get(), kBar, kBar + 0xfff, false), 0);
+    EXPECT_TRUE(sim->unmapped_pages(1).empty());
+    EXPECT_EQ(mmio(g.get(), kBar + kEduId, 4, false).value, kEduIdValue);
+    EXPECT_EQ(mmio(g.get(), kBar + kEduScratch, 8, false).value, 0u)
+        << "the device saw the trapped write";
+}
+
+// The refusals the sim's host hooks give, each with its errno, and every
+// path that drops a trap (stop, revoke, the profiler's end) maps the pages back.
+TEST_F(SimXenMmio, RefusalsAndEveryDropMapThePagesBack) {
+    FD d0 = dom0();
+    ASSERT_EQ(allow_span(d0.get(), 0x100000, 0xfeffffff), 0);
+    FD g = guest();
+    auto prof = profiler(5000);
+    ASSERT_TRUE(prof->ioreq);
+    EXPECT_EQ(trap_span(g.get(), 0xfe000000, 0xfe000fff), -EPERM) << "outside iomem";
+    EXPECT_EQ(trap_span(g.get(), 0x100000, 0x100fff), -EXDEV) << "iomem, not device memory";
+    EXPECT_EQ(trap_span(g.get(), kBar, kBar + 0x7ff), -EINVAL) << "not whole pages";
+    ASSERT_EQ(trap_span(g.get(), kBar, kBar + 0x1fff), 0);
+    EXPECT_EQ(trap_span(g.get(), kBar + 0x1000, kBar + 0x2fff), -EEXIST);
+    EXPECT_EQ(sim->unmapped_pages(1).size(), 2u);
+
+    // A revoke drops the trap.
+    xen_busprof_dom0_span p{};
+    p.domid = 1;
+    p.span = {kBar, kBar + 0xfff, XEN_BUSPROF_SPACE_MMIO, 0};
+    ASSERT_EQ(hypercall(d0.get(), XEN_BUSPROF_policy_revoke_span, p).m.rc, 0);
+    EXPECT_TRUE(sim->unmapped_pages(1).empty());
+
+    // The profiler's end drops it.
+    ASSERT_EQ(trap_span(g.get(), kBar + 0x1000, kBar + 0x1fff), 0);
+    EXPECT_EQ(sim->unmapped_pages(1).size(), 1u);
+    prof.reset();
+    auto until = Clock::now() + std::chrono::seconds(5);
+    while (!sim->unmapped_pages(1).empty() && Clock::now() < until)
+        std::this_thread::yield();
+    EXPECT_TRUE(sim->unmapped_pages(1).empty());
 }
 
 } // namespace

@@ -21,8 +21,9 @@
 
 #include <stdint.h>
 
-#define BP_SIM_VERSION          2
-#define BP_SIM_ARG_MAX          192   /* >= every busprof_op argument */
+#define BP_SIM_VERSION          3
+#define BP_SIM_ARG_MAX          544   /* >= every busprof_op argument (the
+                                         largest: xen_busprof_query_mmio) */
 #define BP_SIM_NAME_MAX         32
 
 enum bp_sim_type {
@@ -37,6 +38,19 @@ enum bp_sim_type {
     BP_SIM_LOOKUP_DOMAIN,      /* dom0: name or domid | OUT: domid, name */
     BP_SIM_ACQUIRE_MACHINE,    /* dom0 | OUT: fd of the simulated machine's
                                   device state (dom0-tool/sim/machine.h) */
+    BP_SIM_MMIO,               /* guest: a memory-mapped access, as PIO but
+                                  with size 1, 2, 4 or 8, dir, rip, nr = task
+                                  and struct bp_sim_mmio in arg | OUT: arg's
+                                  value (read) */
+};
+
+/*
+ * The address and value of a BP_SIM_MMIO access, in the message's arg:
+ * 64 bits each, which port and value cannot hold.  addr is guest-physical.
+ */
+struct bp_sim_mmio {
+    uint64_t addr;
+    uint64_t value;
 };
 
 enum bp_sim_role {

@@ -24,8 +24,10 @@
  * this record and the APIs around it describe: major in the high 16 bits,
  * minor in the low 16.  1.1: bp_pause, bp_resume, BP_RECORD_PRE_TRIGGER.
  * 1.2: the record's task and pcpu (BP_RECORD_WHO), bp_interface_version.
+ * 1.3: memory-mapped spans (bp_start_trap_mmio, bp_stop_trap_mmio,
+ * bp_extract_mmio) and struct bp_record_wide.
  */
-#define BP_INTERFACE_VERSION 0x00010002
+#define BP_INTERFACE_VERSION 0x00010003
 
 #define BP_DIR_OUT          0
 #define BP_DIR_IN           1
@@ -74,6 +76,25 @@ struct bp_record {
     uint32_t pcpu;           /* BP_RECORD_WHO: the physical CPU the vCPU
                                 ran on */
     uint32_t pad2;
+};
+
+/* bp_record_wide.space: the address space of addr. */
+#define BP_SPACE_PIO        0
+#define BP_SPACE_MMIO       1
+
+/*
+ * One transaction of any address space (interface 1.3), as bp_extract_mmio
+ * hands it back; the layout of struct xen_busprof_record_wide.  rec is the
+ * record as bp_extract has it (a memory-mapped access: port 0, value the
+ * low 32 bits, size up to 8); addr and value are the whole of it
+ * (mmio_transactions in the trace DB).
+ */
+struct bp_record_wide {
+    struct bp_record rec;
+    uint64_t addr;           /* port, or guest-physical address */
+    uint64_t value;          /* value written or read, 64 bits */
+    uint32_t space;          /* BP_SPACE_* */
+    uint32_t pad;
 };
 
 #endif /* BUSPROF_BP_RECORD_H */

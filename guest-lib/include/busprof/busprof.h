@@ -29,6 +29,7 @@
 #define BUSPROF_BUSPROF_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* struct bp_record, its BP_DIR_*, BP_STATUS_* and BP_RECORD_* values and
@@ -76,6 +77,39 @@ int bp_resume(bp_handle *h);
  * ETIMEDOUT: the profiler did not answer. */
 ssize_t bp_extract(bp_handle *h, unsigned int first, unsigned int last,
                    struct bp_record *buf, size_t cap, size_t *needed);
+
+/*
+ * Memory-mapped registers (interface 1.3).  first and last are
+ * guest-physical addresses of whole 4 KiB pages (first page-aligned,
+ * last + 1 page-aligned) of a BAR the domain owns.  Errors as for
+ * bp_start_trap, and: EINVAL: not whole pages; EPERM: outside dom0's
+ * memory-mapped policy or the domain's device memory; EXDEV: a page is not
+ * the domain's direct mapping of a device (emulated, MSI-X, not device
+ * memory); ENOSPC: too many spans or pages; ENXIO: no profiler of 1.3 or
+ * later; EOPNOTSUPP: the hypervisor cannot trap memory-mapped pages.
+ */
+int bp_start_trap_mmio(bp_handle *h, uint64_t first, uint64_t last);
+int bp_stop_trap_mmio(bp_handle *h, uint64_t first, uint64_t last);
+/* bp_extract for the memory-mapped accesses to [first, last] (any bounds,
+ * not only whole pages), as struct bp_record_wide. */
+ssize_t bp_extract_mmio(bp_handle *h, uint64_t first, uint64_t last,
+                        struct bp_record_wide *buf, size_t cap, size_t *needed);
+
+/*
+ * Maps len bytes (whole pages) of device memory at guest-physical gpa for
+ * the driver's loads and stores; NULL with errno on failure.  privcmd:
+ * /dev/mem, uncached, as a user-space driver maps its BAR itself.  sim: a
+ * window of the process that is never accessible: each load or store in it
+ * faults, and the library's trap engine emulates it as a hypervisor would,
+ * sending it to the simulator, which performs it on the simulated device
+ * (trapped or not).  The engine decodes MOV (8 to 64 bits, register or
+ * immediate), MOVZX, MOVSX, MOVSXD and MOVS/STOS (REP one element at a
+ * time); any other instruction on the window is reported on stderr and the
+ * process dies of SIGSEGV.  Up to 16 windows a process.
+ */
+void *bp_map_mmio(bp_handle *h, uint64_t gpa, size_t len);
+/* Unmaps a window of bp_map_mmio.  0, or -1 with errno. */
+int bp_unmap_mmio(bp_handle *h, void *p, size_t len);
 
 /* "sim" or "privcmd". */
 const char *bp_backend_name(const bp_handle *h);
