@@ -4,6 +4,7 @@
 #include "cmd.h"
 #include "error.h"
 #include "hv.h"
+#include "json.h"
 #include "ranges.h"
 
 #include <algorithm>
@@ -60,8 +61,17 @@ Status dom0_trap(Hypervisor& hv, unsigned cmd, domid_t domid, const PortRange& r
     }
 }
 
-void print_traps(Hypervisor& hv, const DomainInfo& d) {
+void print_traps(Hypervisor& hv, const DomainInfo& d, bool json) {
     auto q = query(hv, d.domid).value_or_throw("cannot read the traps of " + d.name);
+    if (json) {
+        std::printf("%s\n", JsonObject()
+                                .add("domain", d.name)
+                                .add("domid", static_cast<unsigned>(d.domid))
+                                .add_json("traps", ranges_json(q, true))
+                                .str()
+                                .c_str());
+        return;
+    }
     std::printf("domain %s (id %u): traps:", d.name.c_str(), d.domid);
     for (unsigned i = 0; i < q.nr_traps && i < XEN_BUSPROF_MAX_RANGES; i++)
         std::printf(" 0x%x-0x%x", q.traps[i].first, q.traps[i].last);
@@ -75,20 +85,23 @@ void setup_one(CLI::App& app, Globals& g, Runner& run, bool trap) {
              : "stop traps that 'busprof trap' (or the guest) started");
     auto domain = std::make_shared<std::string>();
     auto ports = std::make_shared<std::vector<std::string>>();
+    auto format = std::make_shared<std::string>("table");
     c->add_option("domain", *domain, "guest domain, by name or id")
         ->required()
-        ->check(non_empty("domain"));
+        ->transform(domain_spec());
     c->add_option("--ports", *ports, "port ranges, e.g. 0x2f8-0x2ff,0x70-0x71")->required();
     c->add_option("--backend", g.backend, "hypervisor: sim or xen")
         ->check(CLI::IsMember({"sim", "xen"}));
     c->add_option("--sim-socket", g.sim_socket, "socket of the simulated hypervisor");
-    c->callback([&g, &run, domain, ports, trap] {
+    c->add_option("--format", *format, "table (a line of text) or json")
+        ->check(CLI::IsMember({"table", "json"}));
+    c->callback([&g, &run, domain, ports, trap, format] {
         // Every range is checked before the hypervisor is asked anything.
         std::vector<PortRange> ranges;
         for (auto& spec : *ports)
             for (auto r : parse_port_ranges(spec))
                 ranges.push_back(r);
-        run = [&g, domain, ranges, trap] {
+        run = [&g, domain, ranges, trap, format] {
             auto hv = make_hypervisor(g.backend, g.sim_socket);
             DomainInfo d = hv->lookup(*domain);
             // All or nothing: what Xen's table shows is checked for every
@@ -145,7 +158,7 @@ void setup_one(CLI::App& app, Globals& g, Runner& run, bool trap) {
                         (void)dom0_trap(*hv, XEN_BUSPROF_untrap, d.domid, ranges[j]);
                 refused(trap, d, ranges[i], st.error());
             }
-            print_traps(*hv, d);
+            print_traps(*hv, d, *format == "json");
             return EXIT_SUCCESS;
         };
     });
