@@ -11,6 +11,9 @@
 #include <string>
 #include <vector>
 
+struct xen_busprof_query;
+struct xen_busprof_query_mmio;
+
 namespace busprof {
 
 class Db;
@@ -44,6 +47,12 @@ void add_symbols_option(CLI::App* c, std::vector<std::string>& specs);
 Symbols load_symbols(const std::vector<std::string>& specs);
 // busprof symbolize's table: per domain and RIP, of the selected rows.
 std::string symbolize_sql(const Selection& sel);
+
+// The policy's (or the traps') ranges of a query as a JSON array of
+// {"first": PORT, "last": PORT} (policy.cpp), for policy's and trap's JSON.
+std::string ranges_json(const xen_busprof_query& q, bool traps);
+// The same of a query_mmio answer: its memory-mapped policy or traps.
+std::string spans_json(const xen_busprof_query_mmio& m, bool traps);
 
 // Option checks (args.cpp).  A value they refuse is a CLI::ValidationError,
 // which main reports as busprof's own error.

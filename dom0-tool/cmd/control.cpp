@@ -3,6 +3,7 @@
 #include "cmd.h"
 #include "control_reply.h"
 #include "error.h"
+#include "json.h"
 #include "seqpacket.h"
 
 #include <cstdio>
@@ -52,6 +53,27 @@ bool wait_for(int fd, short events, Clock::time_point deadline) {
         if (n < 0 && errno != EINTR)
             throw_errno("poll");
     }
+}
+
+// The status line as one JSON object, its fields in the daemon's order:
+// counts as numbers, "queue" as "queued" and "queue_capacity".
+std::string status_json(const std::string& body) {
+    JsonObject o;
+    for (const auto& [k, v] : parse_status_fields(body)) {
+        const auto slash = v.find('/');
+        if (k == "queue" && slash != std::string::npos) {
+            o.add_json("queued", v.substr(0, slash))
+                .add_json("queue_capacity", v.substr(slash + 1));
+            continue;
+        }
+        const bool count =
+            k != "domain" && !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+        if (count)
+            o.add_json(k, v);
+        else
+            o.add(k, v);
+    }
+    return o.str() + "\n";
 }
 
 } // namespace
@@ -129,11 +151,16 @@ void setup_control(CLI::App& app, Globals& g, Runner& run) {
         c->add_option("--timeout", *timeout_s, "give up when the daemon has not answered by then")
             ->capture_default_str()
             ->check(seconds_in(0.001, 3600));
+        auto format = std::make_shared<std::string>("table");
         std::string cmd = name;
-        c->callback([&g, &run, cmd, timeout_s] {
-            run = [&g, cmd, timeout_s] {
+        if (cmd == "status")
+            c->add_option("--format", *format, "table (the daemon's status line) or json")
+                ->check(CLI::IsMember({"table", "json"}));
+        c->callback([&g, &run, cmd, timeout_s, format] {
+            run = [&g, cmd, timeout_s, format] {
                 auto t = std::chrono::milliseconds(static_cast<int64_t>(*timeout_s * 1000));
-                std::fputs(daemon_request(g.socket, cmd, t).c_str(), stdout);
+                std::string reply = daemon_request(g.socket, cmd, t);
+                std::fputs((*format == "json" ? status_json(reply) : reply).c_str(), stdout);
                 return EXIT_SUCCESS;
             };
         });

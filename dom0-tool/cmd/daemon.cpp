@@ -21,7 +21,7 @@ void setup_daemon(CLI::App& app, Globals& g, Runner& run) {
     auto duration_s = std::make_shared<double>(0);
     c->add_option("domain", cfg->domain, "guest domain, by name or id")
         ->required()
-        ->check(non_empty("domain"));
+        ->transform(domain_spec());
     c->add_option("--backend", g.backend, "hypervisor: sim or xen")
         ->check(CLI::IsMember({"sim", "xen"}));
     c->add_option("--bus", cfg->bus,

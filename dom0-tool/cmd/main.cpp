@@ -9,6 +9,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
+#include <vector>
 
 namespace {
 
@@ -51,6 +53,28 @@ void print_error(const std::exception& e) {
         std::fprintf(stderr, "HINT: %s\n", user->hint().c_str());
 }
 
+// busprof help [CMD]: busprof's own --help, or CMD's, as xl and git give
+// them.  argv is rewritten to that command line, so that both print the
+// same bytes; an unknown CMD is an error.  Returns false for "no help".
+bool help_argv(CLI::App& app, int argc, char** argv, std::vector<char*>& out) {
+    // More words, or an option: CLI11 parses them as for any subcommand.
+    if (argc < 2 || std::string_view(argv[1]) != "help" || argc > 3 ||
+        (argc == 3 && argv[2][0] == '-'))
+        return false;
+    static char help_flag[] = "--help";
+    out = {argv[0]};
+    if (argc == 3) {
+        const std::string cmd = argv[2];
+        auto subs = app.get_subcommands([&](CLI::App* s) { return s->get_name() == cmd; });
+        if (subs.empty() || cmd == "help")
+            throw busprof::UserError("no subcommand '" + cmd + "' to show help for",
+                                     "'busprof help' lists the subcommands");
+        out.push_back(argv[2]);
+    }
+    out.push_back(help_flag);
+    return true;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -68,7 +92,7 @@ int main(int argc, char** argv) {
         std::string("busprof " BUSPROF_VERSION " (hypervisor interface ") +
         std::to_string(XEN_BUSPROF_INTERFACE_VERSION >> 16) + "." +
         std::to_string(XEN_BUSPROF_INTERFACE_VERSION & 0xffff) + ")";
-    app.set_version_flag("--version", version);
+    app.set_version_flag("-V,--version", version);
     // libxen's debug messages for every subcommand (the daemon has -v).
     if (std::getenv("BUSPROF_DEBUG"))
         set_log_level(LogLevel::debug);
@@ -92,9 +116,17 @@ int main(int argc, char** argv) {
     setup_report(app, g, run);
     setup_export(app, g, run);
     setup_diff(app, g, run);
+    auto* help = app.add_subcommand("help", "show busprof's help, or a subcommand's: help CMD is "
+                                            "CMD --help");
+    help->add_option("command", "the subcommand");
 
     int rc = EXIT_FAILURE;
     try {
+        std::vector<char*> help_args;
+        if (help_argv(app, argc, argv, help_args)) {
+            argc = static_cast<int>(help_args.size());
+            argv = help_args.data();
+        }
         app.parse(argc, argv);
         rc = run ? run() : EXIT_SUCCESS;
     } catch (const CLI::ParseError& e) {

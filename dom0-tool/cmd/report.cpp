@@ -10,6 +10,7 @@
 #include "error.h"
 #include "figures.h"
 #include "histogram.h"
+#include "json.h"
 #include "output.h"
 #include "symbols.h"
 
@@ -51,13 +52,6 @@ std::string json_query(Db& db, const std::string& sql, int64_t session) {
         return "null";
     auto* t = sqlite3_column_text(st.get(), 0);
     return t ? reinterpret_cast<const char*>(t) : "null";
-}
-
-std::string json_text(Db& db, const std::string& s) {
-    Stmt st(db.get(), "SELECT json_quote(?)");
-    st.bind(1, s);
-    st.step();
-    return reinterpret_cast<const char*>(sqlite3_column_text(st.get(), 0));
 }
 
 // The page.  The script reads the JSON in #data, draws each chart as an
@@ -329,7 +323,7 @@ std::vector<Port> read_accesses(Db& db, int64_t session, int64_t t0, int64_t eve
                 acc << json(to_bus) << "," << *bus << "," << json(to_resume);
             else
                 acc << "null,null,null";
-            acc << "," << (skewed ? 1 : 0) << ",\"" << dir << "\"]";
+            acc << "," << (skewed ? 1 : 0) << "," << json_string(dir) << "]";
             shown++;
         }
         i++;
@@ -339,7 +333,7 @@ std::vector<Port> read_accesses(Db& db, int64_t session, int64_t t0, int64_t eve
 
 // "ports" (histogram of bus time, percentiles, split) and "ticks", the
 // histograms' axis labels.
-void write_ports(std::ostringstream& o, std::vector<Port>& ports) {
+void write_ports(JsonObject& o, std::vector<Port>& ports) {
     // A percentile as every command takes it; null where there is no value.
     auto pct = [](std::vector<int64_t>& v, int p) {
         if (v.empty())
@@ -350,94 +344,112 @@ void write_ports(std::ostringstream& o, std::vector<Port>& ports) {
     std::sort(ports.begin(), ports.end(), [](const Port& a, const Port& b) {
         return a.port != b.port ? a.port < b.port : a.dir < b.dir;
     });
-    o << ",\"ports\":[";
+    JsonArray all;
     int highest = 0; // the last bar of every histogram
-    for (size_t k = 0; k < ports.size(); k++) {
-        Port& p = ports[k];
+    for (Port& p : ports) {
         std::map<int, int64_t> hist;
         for (int64_t v : p.bus)
             hist[bar_of(v)]++;
-        o << (k ? "," : "") << "{\"port\":" << p.port << ",\"dir\":\"" << p.dir
-          << "\",\"count\":" << p.bus.size() << ",\"p50\":" << pct(p.bus, 50)
-          << ",\"p99\":" << pct(p.bus, 99) << ",\"max\":" << pct(p.bus, 100) << ",\"hist\":[";
-        bool first = true;
+        JsonArray bars;
         for (auto [b, n] : hist) {
             Bucket bar = bar_at(b);
-            o << (first ? "" : ",") << "[" << b << "," << bar.lo << "," << bar.hi << "," << n
-              << "]";
-            first = false;
+            bars.add_json(JsonArray()
+                              .add_json(std::to_string(b))
+                              .add_json(std::to_string(bar.lo))
+                              .add_json(std::to_string(bar.hi))
+                              .add_json(std::to_string(n))
+                              .str());
             highest = std::max(highest, b);
         }
-        o << "],\"split\":[" << pct(p.exit, 50) << "," << pct(p.busok, 50) << ","
-          << pct(p.resume, 50) << "]}";
+        all.add_json(JsonObject()
+                         .add("port", p.port)
+                         .add("dir", p.dir)
+                         .add("count", static_cast<uint64_t>(p.bus.size()))
+                         .add_json("p50", pct(p.bus, 50))
+                         .add_json("p99", pct(p.bus, 99))
+                         .add_json("max", pct(p.bus, 100))
+                         .add_json("hist", bars.str())
+                         .add_json("split", JsonArray()
+                                                .add_json(pct(p.exit, 50))
+                                                .add_json(pct(p.busok, 50))
+                                                .add_json(pct(p.resume, 50))
+                                                .str())
+                         .str());
     }
+    o.add_json("ports", all.str());
     // The axis' labels: the bars that begin a power of two.
-    o << "],\"ticks\":[";
-    for (int b = 1, n = 0; b <= highest + 1; b++)
+    JsonArray ticks;
+    for (int b = 1; b <= highest + 1; b++)
         if (int64_t lo = bar_at(b).lo; std::has_single_bit(static_cast<uint64_t>(lo)))
-            o << (n++ ? "," : "") << "[" << b << "," << lo << "]";
-    o << "]";
+            ticks.add_json(
+                JsonArray().add_json(std::to_string(b)).add_json(std::to_string(lo)).str());
+    o.add_json("ticks", ticks.str());
 }
 
 // Top instructions by bus time, named where --symbols knows them: the
 // elements of "rips".
-void write_rips(std::ostringstream& o, Db& db, int64_t session, const Symbols& syms) {
+std::string rips_json(Db& db, int64_t session, const Symbols& syms) {
     Stmt r(db.get(), "SELECT rip, count(*), group_concat(DISTINCT printf('0x%04x', port)),"
                      " coalesce(sum(bus_ns), 0) AS bus"
                      " FROM transaction_times WHERE session_id = ? AND rip != 0"
                      " GROUP BY rip ORDER BY bus DESC, rip LIMIT 20");
     r.bind(1, session);
-    bool first = true;
+    JsonArray rips;
     while (r.step()) {
         auto rip = static_cast<uint64_t>(sqlite3_column_int64(r.get(), 0));
         auto sym = syms.lookup(rip);
         char hex[32];
         std::snprintf(hex, sizeof(hex), "0x%" PRIx64, rip);
-        o << (first ? "" : ",") << "{\"rip\":\"" << hex
-          << "\",\"symbol\":" << (sym ? json_text(db, sym->text()) : "null")
-          << ",\"source\":" << (sym && !sym->source.empty() ? json_text(db, sym->source) : "null")
-          << ",\"accesses\":" << sqlite3_column_int64(r.get(), 1) << ",\"ports\":"
-          << json_text(db, reinterpret_cast<const char*>(sqlite3_column_text(r.get(), 2)))
-          << ",\"bus_ns\":" << sqlite3_column_int64(r.get(), 3) << "}";
-        first = false;
+        rips.add_json(
+            JsonObject()
+                .add("rip", hex)
+                .add_json("symbol", sym ? json_string(sym->text()) : "null")
+                .add_json("source", sym && !sym->source.empty() ? json_string(sym->source) : "null")
+                .add("accesses", static_cast<int64_t>(sqlite3_column_int64(r.get(), 1)))
+                .add("ports", reinterpret_cast<const char*>(sqlite3_column_text(r.get(), 2)))
+                .add("bus_ns", static_cast<int64_t>(sqlite3_column_int64(r.get(), 3)))
+                .str());
     }
+    return rips.str();
 }
 
 std::string build_json(Db& db, int64_t session, const Symbols& syms) {
-    std::ostringstream o;
-    o << "{\"session\":"
-      << json_query(db,
-                    "SELECT json_object('id', id, 'domid', domid, 'domain_name', domain_name,"
-                    " 'backend', backend, 'bus', bus, 'state', state, 'start_trigger',"
-                    " start_trigger, 'stop_trigger', stop_trigger, 'pre_trigger', pre_trigger,"
-                    " 'recorded', recorded, 'dropped', dropped, 'unrecorded', unrecorded,"
-                    " 'timeouts', timeouts, 'clock_skew_ns', clock_skew_ns)"
-                    " FROM sessions WHERE id = ?",
-                    session);
+    JsonObject o;
+    o.add_json(
+        "session",
+        json_query(db,
+                   "SELECT json_object('id', id, 'domid', domid, 'domain_name', domain_name,"
+                   " 'backend', backend, 'bus', bus, 'state', state, 'start_trigger',"
+                   " start_trigger, 'stop_trigger', stop_trigger, 'pre_trigger', pre_trigger,"
+                   " 'recorded', recorded, 'dropped', dropped, 'unrecorded', unrecorded,"
+                   " 'timeouts', timeouts, 'clock_skew_ns', clock_skew_ns)"
+                   " FROM sessions WHERE id = ?",
+                   session));
     const Span sp = span_of(db, session);
     const int64_t t0 = sp.t0, t1 = sp.t1, total = sp.total;
     int64_t every = total > kMaxAccesses ? (total + kMaxAccesses - 1) / kMaxAccesses : 0;
     std::ostringstream acc;
     std::vector<Port> ports = read_accesses(db, session, t0, every, acc);
     write_ports(o, ports);
-    o << ",\"accesses\":[" << acc.str() << "],\"sampled\":" << every << ",\"span_ns\":" << t1 - t0
-      << ",\"t0\":" << t0 << ",\"split_accesses\":" << kSplitAccesses;
-    o << ",\"rips\":[";
-    write_rips(o, db, session, syms);
-    o << "],\"markers\":"
-      << json_query(db,
-                    "SELECT coalesce(json_group_array(json_object('t_ns', t_ns, 'kind', kind,"
-                    " 'origin', origin, 'vcpu', vcpu, 'port_first', port_first, 'port_last',"
-                    " port_last, 'cause', cause)), '[]') FROM (SELECT * FROM markers"
-                    " WHERE session_id = ? ORDER BY t_ns, id)",
-                    session)
-      << ",\"events\":"
-      << json_query(db,
-                    "SELECT coalesce(json_group_array(json_object('t_ns', t_ns, 'kind', kind,"
-                    " 'detail', detail)), '[]') FROM (SELECT * FROM events WHERE session_id = ?"
-                    " ORDER BY t_ns, id)",
-                    session)
-      << "}";
+    o.add_json("accesses", "[" + acc.str() + "]")
+        .add("sampled", every)
+        .add("span_ns", t1 - t0)
+        .add("t0", t0)
+        .add("split_accesses", static_cast<int64_t>(kSplitAccesses))
+        .add_json("rips", rips_json(db, session, syms))
+        .add_json("markers",
+                  json_query(db,
+                             "SELECT coalesce(json_group_array(json_object('t_ns', t_ns, 'kind',"
+                             " kind, 'origin', origin, 'vcpu', vcpu, 'port_first', port_first,"
+                             " 'port_last', port_last, 'cause', cause)), '[]') FROM (SELECT *"
+                             " FROM markers WHERE session_id = ? ORDER BY t_ns, id)",
+                             session))
+        .add_json("events",
+                  json_query(db,
+                             "SELECT coalesce(json_group_array(json_object('t_ns', t_ns, 'kind',"
+                             " kind, 'detail', detail)), '[]') FROM (SELECT * FROM events"
+                             " WHERE session_id = ? ORDER BY t_ns, id)",
+                             session));
     return o.str();
 }
 

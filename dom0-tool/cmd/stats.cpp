@@ -77,16 +77,32 @@ void setup_stats(CLI::App& app, Globals& g, Runner& run) {
             bool from_rows = latency_exact(db, *sel, group, *exact, &why);
             if (!why.empty())
                 std::cerr << "busprof: " << why << "\n";
-            const bool any = print_query(db.get(), latency_sql(db, *sel, group, from_rows),
-                                         parse_format(*format), out.stream());
+            const std::string sql = latency_sql(db, *sel, group, from_rows);
+            const bool any = print_query(db.get(), sql, parse_format(*format), out.stream());
+            // Every column the summaries leave empty, and why (milliseconds:
+            // the summaries again, not the rows).
+            const int64_t no_overhead =
+                any && !from_rows
+                    ? db.scalar("SELECT count(*) FROM (" + sql + ") WHERE mean_overhead_ns IS NULL")
+                    : 0;
             db.exec("COMMIT");
             out.commit();
-            if (!any)
+            if (!any) {
                 none();
-            else if (!from_rows)
-                std::cerr << "busprof: percentiles from the summaries, within 1/256 (0.4 %) of"
-                             " the exact ones, and without the parts of the overhead; --exact"
-                             " reads every row\n";
+                return EXIT_SUCCESS;
+            }
+            if (from_rows)
+                return EXIT_SUCCESS;
+            std::cerr
+                << "busprof: percentiles from the summaries, within 1/256 (0.4 %) of the exact"
+                   " ones; --exact reads every row\n"
+                   "busprof: p50_trap_to_bus_ns and p50_bus_to_resume_ns are empty: the"
+                   " summaries keep no parts of the overhead; --exact gives them\n";
+            if (no_overhead)
+                std::cerr << "busprof: mean_overhead_ns and p50_overhead_ns are empty in "
+                          << no_overhead << (no_overhead == 1 ? " row" : " rows")
+                          << ": no transaction of theirs has an overhead that counts (rows flagged"
+                             " clock_skewed are left out)\n";
             return EXIT_SUCCESS;
         };
     });

@@ -17,6 +17,7 @@
 #include <optional>
 #include <poll.h>
 #include <sstream>
+#include <sys/ioctl.h>
 #include <termios.h>
 #include <unistd.h>
 #include <vector>
@@ -115,42 +116,154 @@ std::vector<PortRow> interval(Db& db, int64_t session, int64_t& last_id, double 
     return rows;
 }
 
+// The terminal's size; 0 (no limit) where there is no terminal: --batch.
+struct Size {
+    size_t cols = 0, lines = 0;
+};
+
+// A column of the port table: its header, its least width, and how to
+// print a row's value.
+struct Column {
+    const char* name;
+    int width;
+    bool left;    // aligned left (the direction)
+    int priority; // the last to go when the terminal is narrow: 0
+    std::string (*value)(const PortRow&);
+};
+
+std::string ns_text(const std::optional<int64_t>& v) {
+    // "-": no value, as when every access of the port failed or, for the
+    // overhead, had clocks that disagree.
+    return v ? std::to_string(*v) : "-";
+}
+
+const Column kColumns[] = {
+    {"port", 6, false, 0,
+     [](const PortRow& r) {
+         char b[8];
+         std::snprintf(b, sizeof(b), "0x%04x", r.port);
+         return std::string(b);
+     }},
+    {"dir", 3, true, 0, [](const PortRow& r) { return r.dir; }},
+    {"accesses", 9, false, 0, [](const PortRow& r) { return std::to_string(r.n); }},
+    {"per_s", 9, false, 7,
+     [](const PortRow& r) {
+         char b[32];
+         std::snprintf(b, sizeof(b), "%.0f", r.per_s);
+         return std::string(b);
+     }},
+    {"bus_p50_ns", 11, false, 8, [](const PortRow& r) { return ns_text(r.bus_p50); }},
+    {"bus_p99_ns", 11, false, 1, [](const PortRow& r) { return ns_text(r.bus_p99); }},
+    {"ovh_p50_ns", 11, false, 9, [](const PortRow& r) { return ns_text(r.ovh_p50); }},
+    {"ovh_p99_ns", 11, false, 2, [](const PortRow& r) { return ns_text(r.ovh_p99); }},
+    {"errors", 6, false, 3, [](const PortRow& r) { return std::to_string(r.errors); }},
+    {"timeouts", 8, false, 4, [](const PortRow& r) { return std::to_string(r.timeouts); }},
+};
+constexpr size_t kNrColumns = sizeof(kColumns) / sizeof(kColumns[0]);
+
+// Words (runs of text between double blanks) packed into lines of at most
+// cols characters; a word longer than that is cut.
+void wrap(std::ostringstream& o, const std::string& text, size_t cols) {
+    if (!cols) {
+        o << text << "\n";
+        return;
+    }
+    std::string line;
+    for (size_t at = 0; at <= text.size();) {
+        size_t next = text.find("  ", at);
+        std::string word = text.substr(at, next == std::string::npos ? next : next - at);
+        at = next == std::string::npos ? text.size() + 1 : text.find_first_not_of(' ', next);
+        if (at == std::string::npos)
+            at = text.size() + 1;
+        word = word.substr(0, cols);
+        if (!line.empty() && line.size() + 2 + word.size() > cols) {
+            o << line << "\n";
+            line.clear();
+        }
+        line += (line.empty() ? "" : "  ") + word;
+    }
+    o << line << "\n";
+}
+
 std::string frame(const std::map<std::string, std::string>& st, const std::vector<PortRow>& rows,
-                  double seconds, SortBy sort, bool interactive, const std::string& note) {
+                  double seconds, SortBy sort, bool interactive, const std::string& note,
+                  Size size = {}) {
     auto get = [&](const char* k) {
         auto it = st.find(k);
         return it == st.end() ? std::string("?") : it->second;
     };
     std::ostringstream o;
-    char buf[256];
-    o << "busprof top - session " << get("session") << ", domain " << get("domain") << " (id "
-      << get("domid") << "), " << get("state") << "\n";
-    o << "recorded " << get("recorded") << "  dropped " << get("dropped") << "  unrecorded "
-      << get("unrecorded") << "  timeouts " << get("timeouts") << "  traps " << get("traps")
-      << "  queue " << get("queue") << "\n";
-    std::snprintf(buf, sizeof(buf), "last %.1f s, sorted by %s%s", seconds, sort_name(sort),
-                  interactive ? "  [s] sort  [p] pause/resume  [q] quit" : "");
-    o << buf << note << "\n\n";
-    std::snprintf(buf, sizeof(buf), "%6s %-3s %9s %9s %11s %11s %11s %11s %6s %8s\n", "port", "dir",
-                  "accesses", "per_s", "bus_p50_ns", "bus_p99_ns", "ovh_p50_ns", "ovh_p99_ns",
-                  "errors", "timeouts");
-    o << buf;
-    // "-": no value, as when every access of the port failed or, for the
-    // overhead, had clocks that disagree.
-    auto ns = [](const std::optional<int64_t>& v) { return v ? std::to_string(*v) : "-"; };
-    uint64_t total = 0;
-    for (auto& r : rows) {
-        std::snprintf(
-            buf, sizeof(buf),
-            "0x%04x %-3s %9" PRIu64 " %9.0f %11s %11s %11s %11s %6" PRIu64 " %8" PRIu64 "\n",
-            r.port, r.dir.c_str(), r.n, r.per_s, ns(r.bus_p50).c_str(), ns(r.bus_p99).c_str(),
-            ns(r.ovh_p50).c_str(), ns(r.ovh_p99).c_str(), r.errors, r.timeouts);
-        o << buf;
-        total += r.n;
+    wrap(o,
+         "busprof top - session " + get("session") + ", domain " + get("domain") + " (id " +
+             get("domid") + "), " + get("state"),
+         size.cols);
+    wrap(o,
+         "recorded " + get("recorded") + "  dropped " + get("dropped") + "  unrecorded " +
+             get("unrecorded") + "  timeouts " + get("timeouts") + "  traps " + get("traps") +
+             "  queue " + get("queue"),
+         size.cols);
+    char buf[128];
+    std::snprintf(buf, sizeof(buf), "last %.1f s, sorted by %s", seconds, sort_name(sort));
+    wrap(o, buf + std::string(interactive ? "  [s] sort  [p] pause/resume  [q] quit" : "") + note,
+         size.cols);
+
+    // The columns, each as wide as its widest value; on a narrow terminal
+    // the ones of least use go (the priorities above) and a line says so.
+    size_t width[kNrColumns];
+    for (size_t c = 0; c < kNrColumns; c++) {
+        width[c] = static_cast<size_t>(kColumns[c].width);
+        for (auto& r : rows)
+            width[c] = std::max(width[c], kColumns[c].value(r).size());
     }
-    std::snprintf(buf, sizeof(buf), "%-10s %9" PRIu64 " %9.0f\n", "total", total,
+    bool shown[kNrColumns];
+    std::string hidden;
+    for (size_t c = 0; c < kNrColumns; c++)
+        shown[c] = true;
+    for (int drop = 9; size.cols; drop--) {
+        size_t total = 0;
+        for (size_t c = 0; c < kNrColumns; c++)
+            total += shown[c] ? width[c] + (total ? 1 : 0) : 0;
+        if (total <= size.cols || drop == 0)
+            break;
+        for (size_t c = 0; c < kNrColumns; c++)
+            if (kColumns[c].priority == drop) {
+                shown[c] = false;
+                hidden = std::string(kColumns[c].name) + (hidden.empty() ? "" : " ") + hidden;
+            }
+    }
+    if (!hidden.empty())
+        wrap(o, "(too narrow for " + hidden + ")", size.cols);
+    o << "\n";
+    auto line = [&](auto&& cell) {
+        std::string l;
+        for (size_t c = 0; c < kNrColumns; c++) {
+            if (!shown[c])
+                continue;
+            const std::string v = cell(c);
+            const std::string pad(width[c] > v.size() ? width[c] - v.size() : 0, ' ');
+            l += (l.empty() ? "" : " ") + (kColumns[c].left ? v + pad : pad + v);
+        }
+        o << l.substr(0, size.cols ? size.cols : l.size()) << "\n";
+    };
+    line([](size_t c) { return std::string(kColumns[c].name); });
+    // The rows the terminal has lines for, below what is printed already
+    // and above the total (and the line saying how many more there are).
+    const std::string so_far = o.str();
+    const size_t above = static_cast<size_t>(std::count(so_far.begin(), so_far.end(), '\n'));
+    size_t fit = rows.size();
+    if (size.lines && above + 2 + rows.size() > size.lines)
+        fit = size.lines > above + 3 ? size.lines - above - 3 : 0;
+    uint64_t total = 0;
+    for (size_t i = 0; i < rows.size(); i++) {
+        if (i < fit)
+            line([&](size_t c) { return kColumns[c].value(rows[i]); });
+        total += rows[i].n;
+    }
+    if (fit < rows.size())
+        wrap(o, "(" + std::to_string(rows.size() - fit) + " more, not shown)", size.cols);
+    std::snprintf(buf, sizeof(buf), "%-10s %9" PRIu64 " %9.0f", "total", total,
                   seconds > 0 ? static_cast<double>(total) / seconds : 0.0);
-    o << buf;
+    o << std::string(buf).substr(0, size.cols ? size.cols : sizeof(buf)) << "\n";
     return o.str();
 }
 
@@ -182,6 +295,14 @@ class RawTerminal {
 };
 
 volatile std::sig_atomic_t g_quit = 0;
+volatile std::sig_atomic_t g_resized = 0; // SIGWINCH: draw the frame again at the new size
+
+Size terminal_size() {
+    winsize w{};
+    if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &w) != 0 || !w.ws_col || !w.ws_row)
+        return {80, 24}; // what a terminal that does not say is taken to be
+    return {w.ws_col, w.ws_row};
+}
 
 } // namespace
 
@@ -204,8 +325,10 @@ using Due = decltype(std::chrono::steady_clock::now() + std::chrono::duration<do
 
 // Waits out the interval, until `until`, reacting to keys meanwhile: q
 // quits, s sorts by the next column, p pauses or resumes the recording.
+// A resize (SIGWINCH) ends the wait too; the poll it interrupts returns
+// at once.
 void wait_for_frame(Globals& g, Due until, bool interactive, SortBy& by, const std::string& state) {
-    while (!g_quit) {
+    while (!g_quit && !g_resized) {
         auto left =
             std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
         if (left.count() <= 0)
@@ -231,10 +354,19 @@ void wait_for_frame(Globals& g, Due until, bool interactive, SortBy& by, const s
     }
 }
 
+// What a frame shows, kept to draw it again at another size.
+struct Shown {
+    bool drawn = false;
+    std::map<std::string, std::string> st;
+    std::vector<PortRow> rows;
+    double secs = 0;
+    std::string note;
+};
+
 // One frame: the rows recorded since last_id, under the daemon's status
 // (st, which it updates; a rearm starts the new session from its start).
-std::string next_frame(Globals& g, Db& db, std::map<std::string, std::string>& st, int64_t& session,
-                       int64_t& last_id, double secs, SortBy by, bool interactive) {
+Shown next_frame(Globals& g, Db& db, std::map<std::string, std::string>& st, int64_t& session,
+                 int64_t& last_id, double secs, SortBy by) {
     // What the daemon recorded until now, written: records wait
     // for the writer's next burst (up to a second), and a frame
     // would otherwise count them when they were written, in lumps.
@@ -261,7 +393,7 @@ std::string next_frame(Globals& g, Db& db, std::map<std::string, std::string>& s
     if (auto later = parse_status_line(daemon_request(g.socket, "status", kTimeout));
         later["session"] == st["session"])
         st = std::move(later);
-    return frame(st, rows, secs, by, interactive, note);
+    return {true, st, std::move(rows), secs, note};
 }
 
 int run_top(Globals& g, const TopOptions& o) {
@@ -275,6 +407,14 @@ int run_top(Globals& g, const TopOptions& o) {
     const bool interactive = !o.batch && ::isatty(STDIN_FILENO) && ::isatty(STDOUT_FILENO);
     std::signal(SIGINT, [](int) { g_quit = 1; });
     std::signal(SIGTERM, [](int) { g_quit = 1; });
+    if (interactive) {
+        // Without SA_RESTART: the wait for a key returns, and the frame is
+        // drawn again at once.
+        struct sigaction sa {};
+        sa.sa_handler = [](int) { g_resized = 1; };
+        sigemptyset(&sa.sa_mask);
+        ::sigaction(SIGWINCH, &sa, nullptr);
+    }
     std::unique_ptr<RawTerminal> term;
     if (interactive)
         term = std::make_unique<RawTerminal>();
@@ -288,15 +428,31 @@ int run_top(Globals& g, const TopOptions& o) {
             last_id = sqlite3_column_int64(s.get(), 0);
     }
     auto t_prev = std::chrono::steady_clock::now();
+    Shown last; // the frame on the screen, drawn again on a resize
     for (uint64_t n = 0; !g_quit && (!o.iterations || n < o.iterations); n++) {
         wait_for_frame(g, t_prev + std::chrono::duration<double>(o.interval_s), interactive, by,
                        st["state"]);
         if (g_quit)
             break;
+        if (g_resized) {
+            g_resized = 0;
+            if (last.drawn) {
+                std::fputs("\x1b[H\x1b[2J", stdout);
+                std::fputs(
+                    frame(last.st, last.rows, last.secs, by, true, last.note, terminal_size())
+                        .c_str(),
+                    stdout);
+                flush_stdout();
+            }
+            n--; // not a frame of its own
+            continue;
+        }
         auto now = std::chrono::steady_clock::now();
         double secs = std::chrono::duration<double>(now - t_prev).count();
         t_prev = now;
-        std::string f = next_frame(g, db, st, session, last_id, secs, by, interactive);
+        last = next_frame(g, db, st, session, last_id, secs, by);
+        std::string f = frame(last.st, last.rows, secs, by, interactive, last.note,
+                              interactive ? terminal_size() : Size{});
         if (interactive)
             std::fputs("\x1b[H\x1b[2J", stdout);
         std::fputs(f.c_str(), stdout);

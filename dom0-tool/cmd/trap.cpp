@@ -6,6 +6,7 @@
 #include "cmd.h"
 #include "error.h"
 #include "hv.h"
+#include "json.h"
 #include "ranges.h"
 
 #include <algorithm>
@@ -60,14 +61,6 @@ Status dom0_trap(Hypervisor& hv, unsigned cmd, domid_t domid, const PortRange& r
     default:
         throw UserError(what + e.message(), list);
     }
-}
-
-void print_traps(Hypervisor& hv, const DomainInfo& d) {
-    auto q = query(hv, d.domid).value_or_throw("cannot read the traps of " + d.name);
-    std::printf("domain %s (id %u): traps:", d.name.c_str(), d.domid);
-    for (unsigned i = 0; i < q.nr_traps && i < XEN_BUSPROF_MAX_RANGES; i++)
-        std::printf(" 0x%x-0x%x", q.traps[i].first, q.traps[i].last);
-    std::printf(q.nr_traps ? "\n" : " (none)\n");
 }
 
 std::string span_text(const MmioRange& r) {
@@ -150,15 +143,36 @@ void trap_spans(Hypervisor& hv, const DomainInfo& d, const std::vector<MmioRange
     }
 }
 
-void print_mmio_traps(Hypervisor& hv, const DomainInfo& d) {
-    xen_busprof_query_mmio q{};
-    q.domid = d.domid;
-    if (!hv.op(XEN_BUSPROF_query_mmio, &q, sizeof(q)))
-        return; // a hypervisor before 1.3 has none
-    std::printf("domain %s (id %u): memory-mapped traps:", d.name.c_str(), d.domid);
-    for (unsigned i = 0; i < q.nr_traps && i < XEN_BUSPROF_MAX_RANGES; i++)
-        std::printf(" %s", span_text({q.traps[i].first, q.traps[i].last}).c_str());
-    std::printf(q.nr_traps ? "\n" : " (none)\n");
+// What the domain has trapped now: the port traps (ports), the memory-mapped
+// ones (spans) as lines of text, or both in one JSON object.
+void print_traps(Hypervisor& hv, const DomainInfo& d, bool json, bool ports, bool spans) {
+    auto q = query(hv, d.domid).value_or_throw("cannot read the traps of " + d.name);
+    xen_busprof_query_mmio m{};
+    m.domid = d.domid;
+    // A hypervisor before interface 1.3 has no memory-mapped traps.
+    const bool has_mmio = static_cast<bool>(hv.op(XEN_BUSPROF_query_mmio, &m, sizeof(m)));
+    if (json) {
+        JsonObject o;
+        o.add("domain", d.name)
+            .add("domid", static_cast<unsigned>(d.domid))
+            .add_json("traps", ranges_json(q, true));
+        if (has_mmio)
+            o.add_json("mmio_traps", spans_json(m, true));
+        std::printf("%s\n", o.str().c_str());
+        return;
+    }
+    if (ports) {
+        std::printf("domain %s (id %u): traps:", d.name.c_str(), d.domid);
+        for (unsigned i = 0; i < q.nr_traps && i < XEN_BUSPROF_MAX_RANGES; i++)
+            std::printf(" 0x%x-0x%x", q.traps[i].first, q.traps[i].last);
+        std::printf(q.nr_traps ? "\n" : " (none)\n");
+    }
+    if (spans && has_mmio) {
+        std::printf("domain %s (id %u): memory-mapped traps:", d.name.c_str(), d.domid);
+        for (unsigned i = 0; i < m.nr_traps && i < XEN_BUSPROF_MAX_RANGES; i++)
+            std::printf(" %s", span_text({m.traps[i].first, m.traps[i].last}).c_str());
+        std::printf(m.nr_traps ? "\n" : " (none)\n");
+    }
 }
 
 void setup_one(CLI::App& app, Globals& g, Runner& run, bool trap) {
@@ -168,9 +182,10 @@ void setup_one(CLI::App& app, Globals& g, Runner& run, bool trap) {
              : "stop traps that 'busprof trap' (or the guest) started");
     auto domain = std::make_shared<std::string>();
     auto ports = std::make_shared<std::vector<std::string>>();
+    auto format = std::make_shared<std::string>("table");
     c->add_option("domain", *domain, "guest domain, by name or id")
         ->required()
-        ->check(non_empty("domain"));
+        ->transform(domain_spec());
     auto mmio = std::make_shared<std::vector<std::string>>();
     c->add_option("--ports", *ports, "port ranges, e.g. 0x2f8-0x2ff,0x70-0x71");
     c->add_option("--mmio", *mmio,
@@ -178,7 +193,9 @@ void setup_one(CLI::App& app, Globals& g, Runner& run, bool trap) {
     c->add_option("--backend", g.backend, "hypervisor: sim or xen")
         ->check(CLI::IsMember({"sim", "xen"}));
     c->add_option("--sim-socket", g.sim_socket, "socket of the simulated hypervisor");
-    c->callback([&g, &run, domain, ports, mmio, trap] {
+    c->add_option("--format", *format, "table (a line of text) or json")
+        ->check(CLI::IsMember({"table", "json"}));
+    c->callback([&g, &run, domain, ports, mmio, trap, format] {
         if (ports->empty() && mmio->empty())
             throw UserError(std::string("nothing to ") + (trap ? "trap" : "untrap"),
                             "name port ranges with --ports or memory-mapped spans with --mmio");
@@ -191,14 +208,14 @@ void setup_one(CLI::App& app, Globals& g, Runner& run, bool trap) {
         for (auto& spec : *mmio)
             for (auto r : parse_mmio_ranges(spec))
                 spans.push_back(r);
-        run = [&g, domain, ranges, spans, trap] {
+        run = [&g, domain, ranges, spans, trap, format] {
             auto hv = make_hypervisor(g.backend, g.sim_socket);
             DomainInfo d = hv->lookup(*domain);
-            if (!spans.empty()) {
+            if (!spans.empty())
                 trap_spans(*hv, d, spans, trap);
-                print_mmio_traps(*hv, d);
-                if (ranges.empty())
-                    return EXIT_SUCCESS;
+            if (ranges.empty()) {
+                print_traps(*hv, d, *format == "json", false, true);
+                return EXIT_SUCCESS;
             }
             // All or nothing: what Xen's table shows is checked for every
             // range before any is asked for, so that a bad range does not
@@ -254,7 +271,7 @@ void setup_one(CLI::App& app, Globals& g, Runner& run, bool trap) {
                         (void)dom0_trap(*hv, XEN_BUSPROF_untrap, d.domid, ranges[j]);
                 refused(trap, d, ranges[i], st.error());
             }
-            print_traps(*hv, d);
+            print_traps(*hv, d, *format == "json", true, !spans.empty());
             return EXIT_SUCCESS;
         };
     });

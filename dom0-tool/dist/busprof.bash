@@ -24,11 +24,12 @@ _busprof() {
         --backend) COMPREPLY=($(compgen -W "sim xen" -- "$cur")); return ;;
         --bus) COMPREPLY=($(compgen -W "sim port" -- "$cur")); return ;;
     esac
-    if [[ -z $sub ]]; then
+    if [[ -z $sub || ($sub == help && $cur != -*) ]]; then
         local subs
         subs=$("${COMP_WORDS[0]}" --help 2>/dev/null |
                sed -n '/^Subcommands:/,$s/^  \([a-z][a-z-]*\).*/\1/p')
-        COMPREPLY=($(compgen -W "$subs --help --help-all --version" -- "$cur"))
+        [[ -z $sub ]] && subs+=" --help --help-all -V --version"
+        COMPREPLY=($(compgen -W "$subs" -- "$cur"))
     elif [[ $cur == -* ]]; then
         local opts
         opts=$("${COMP_WORDS[0]}" "$sub" --help 2>/dev/null |

@@ -52,18 +52,25 @@ ControlReply parse_control_reply(std::string_view reply) {
     return r;
 }
 
-std::string status_line(const std::vector<std::pair<std::string, std::string>>& fields) {
+std::string status_line(const StatusFields& fields) {
     std::string s;
     for (const auto& [k, v] : fields)
         s.append(s.empty() ? "" : " ").append(k).append(" ").append(v);
     return s + '\n';
 }
 
-std::map<std::string, std::string> parse_status_line(std::string_view body) {
-    std::map<std::string, std::string> m;
+StatusFields parse_status_fields(std::string_view body) {
+    StatusFields f;
     std::istringstream in(std::string(body.substr(0, body.find('\n'))));
     std::string k, v;
     while (in >> k >> v)
+        f.emplace_back(k, v);
+    return f;
+}
+
+std::map<std::string, std::string> parse_status_line(std::string_view body) {
+    std::map<std::string, std::string> m;
+    for (auto& [k, v] : parse_status_fields(body))
         m[k] = v;
     return m;
 }

@@ -29,8 +29,11 @@ struct ControlReply {
 };
 ControlReply parse_control_reply(std::string_view reply);
 
-// The status line from (key, value) pairs, and back; a value has no blanks.
-std::string status_line(const std::vector<std::pair<std::string, std::string>>& fields);
+// The status line from (key, value) pairs, and back (in order, or by key);
+// a value has no blanks.
+using StatusFields = std::vector<std::pair<std::string, std::string>>;
+std::string status_line(const StatusFields& fields);
+StatusFields parse_status_fields(std::string_view body);
 std::map<std::string, std::string> parse_status_line(std::string_view body);
 
 } // namespace busprof

@@ -173,11 +173,12 @@ void ControlServer::run() {
         if (p[1].revents & POLLIN) {
             FD c(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
             if (c) {
-                if (!peer_allowed(c.get()))
+                if (!peer_allowed(c.get())) {
+                    refused_.fetch_add(1, std::memory_order_relaxed);
                     reply(c.get(), control_err("permission denied: only root or the daemon's"
                                                " user may control it",
                                                "run busprof as that user, e.g. with sudo"));
-                else
+                } else
                     clients.push_back(
                         {std::move(c),
                          {},

@@ -53,6 +53,9 @@ class ControlServer {
     static constexpr size_t kMaxLine = RequestFramer::kMaxLine;
     static constexpr size_t kMaxClients = 16;
 
+    // Any thread: the clients refused as not root nor the daemon's user.
+    uint64_t clients_refused() const { return refused_.load(std::memory_order_relaxed); }
+
   private:
     void run();
 
@@ -61,6 +64,7 @@ class ControlServer {
     int deadline_ms_;
     FD listen_, wake_;
     std::atomic<bool> stop_{false};
+    std::atomic<uint64_t> refused_{0};
     std::thread thread_;
 };
 

@@ -78,12 +78,15 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
 void Daemon::answer_extracts() {
     std::shared_ptr<Hypervisor> hv = hv_->reopen();
     const bool extended = page_.takes_extended_records();
-    writer_->on_extract([hv, extended](const ExtractRequest& r, ExtractResult& res) {
+    writer_->on_extract([errors = extract_errors_, hv, extended](const ExtractRequest& r,
+                                                                 ExtractResult& res) {
         const ExtractAnswer a{r.domid,      r.msg.seq,   res.status, res.total,
                               res.snapshot, res.records, res.wide,   r.wide};
         Status st = reply_extract(*hv, a, extended);
-        if (!st)
+        if (!st) {
+            errors->fetch_add(1, std::memory_order_relaxed);
             log(LogLevel::warning, "extract reply refused: %s", st.error().message().c_str());
+        }
     });
 }
 
@@ -397,6 +400,7 @@ bool Daemon::grant_mmio(std::pair<uint64_t, uint64_t> r, uint64_t t) {
     try {
         bus_->grant_mmio(r.first, r.second);
     } catch (const std::exception& e) {
+        refusals_.ranges++;
         counters_.notes_dropped +=
             !producer_->add_event({session_ord_, "refused", t, e.what()}, true);
         return false;
@@ -413,6 +417,7 @@ bool Daemon::grant(std::pair<uint16_t, uint16_t> r, uint64_t t) {
     try {
         bus_->grant(r.first, r.second);
     } catch (const std::exception& e) {
+        refusals_.ranges++;
         counters_.notes_dropped +=
             !producer_->add_event({session_ord_, "refused", t, e.what()}, true);
         return false;
@@ -722,6 +727,7 @@ void Daemon::answer_access(unsigned v, ioreq_t* p, Access& a) {
     } else {
         a.value = a.mask;
         a.status = XEN_BUSPROF_STATUS_ERROR;
+        refusals_.accesses++;
         counters_.notes_dropped += !producer_->add_event(
             {session_ord_, "refused", now_ns(),
              "vCPU " + std::to_string(v) + " ioreq type " + std::to_string(a.type) +
@@ -982,19 +988,24 @@ std::string Daemon::handle(ControlCommand cmd) {
     try {
         if (cmd == ControlCommand::status) {
             using std::to_string;
-            return control_ok(
-                status_line({{"session", "{session}"},
-                             {"domain", dom_.name},
-                             {"domid", to_string(dom_.domid)},
-                             {"state", busprof::to_string(session_.state())},
-                             {"recorded", to_string(writer_->committed(session_ord_))},
-                             {"dropped", to_string(counters_.dropped)},
-                             {"unrecorded", to_string(counters_.unrecorded)},
-                             {"timeouts", to_string(counters_.timeouts)},
-                             {"traps", to_string(traps_.size())},
-                             {"queue", to_string(writer_->queued()) + "/" +
-                                           to_string(writer_->queue_capacity())},
-                             {"db", writer_->path()}}));
+            return control_ok(status_line(
+                {{"session", "{session}"},
+                 {"domain", dom_.name},
+                 {"domid", to_string(dom_.domid)},
+                 {"state", busprof::to_string(session_.state())},
+                 {"recorded", to_string(writer_->committed(session_ord_))},
+                 {"dropped", to_string(counters_.dropped)},
+                 {"unrecorded", to_string(counters_.unrecorded)},
+                 {"timeouts", to_string(counters_.timeouts)},
+                 {"traps", to_string(traps_.size())},
+                 {"queue",
+                  to_string(writer_->queued()) + "/" + to_string(writer_->queue_capacity())},
+                 {"refused", to_string(refusals_.accesses)},
+                 {"ranges_refused", to_string(refusals_.ranges)},
+                 {"notes_dropped", to_string(counters_.notes_dropped)},
+                 {"extract_errors", to_string(extract_errors_->load())},
+                 {"clients_refused", to_string(control_ ? control_->clients_refused() : 0)},
+                 {"db", writer_->path()}}));
         }
         static const std::pair<ControlCommand, SessionAction> actions[] = {
             {ControlCommand::pause, SessionAction::pause},
@@ -1012,6 +1023,8 @@ std::string Daemon::handle(ControlCommand cmd) {
             if (a == SessionAction::rearm) {
                 // The stopped session keeps its row; the new one gets its own.
                 counters_ = {};
+                refusals_ = {};
+                *extract_errors_ = 0;
                 begin_session(now);
             } else {
                 const char* kind = a == SessionAction::resume && before == SessionState::configured

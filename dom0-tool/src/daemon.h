@@ -187,6 +187,11 @@ class Daemon {
     bool queue_full_reported_ = false;
     bool detached_ = false, gone_ = false;
     bool detaching_ = false; // drain(): the detach message to come is ours
+    // The session's failures that `busprof status` reports and no row counts.
+    struct Refusals {
+        uint64_t accesses = 0; // answered all ones, not served
+        uint64_t ranges = 0;   // trapped ranges the bus refused
+    } refusals_;
     Session session_;
     uint32_t session_ord_ = 0;
     SessionCounters counters_;
@@ -197,6 +202,9 @@ class Daemon {
     std::vector<std::shared_ptr<Request>> serving_; // ioreq thread: the requests it answers
     std::atomic<bool> stopping_{false};
     std::atomic<const char*> stop_cause_{"shutdown"};
+    // The extract replies Xen refused, counted on the writer's thread.
+    std::shared_ptr<std::atomic<uint64_t>> extract_errors_ =
+        std::make_shared<std::atomic<uint64_t>>(0);
     FD wake_;
     std::unique_ptr<ControlServer> control_;
 };

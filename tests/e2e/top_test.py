@@ -7,11 +7,17 @@ prints the same frames as plain text.
 
 usage: top_test.py CASE --bin BUILD_DIR
 """
+import fcntl
 import os
+import pty
 import re
+import select
 import shutil
+import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -163,6 +169,105 @@ def frames_count_accesses_the_writer_has_not_committed(rig):
     assert query(rig.db, "SELECT count(*) FROM transactions") == [(made,)]
 
 
+class Pty:
+    """busprof top on a pseudo-terminal of a size the test sets, as a
+    terminal emulator would (TIOCSWINSZ, which sends SIGWINCH)."""
+
+    CLEAR = "\x1b[H\x1b[2J"
+
+    def __init__(self, argv, cols, lines):
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: top, with the terminal's size set first
+            fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", lines, cols, 0, 0))
+            os.execv(argv[0], argv)
+        self.out = ""
+
+    def resize(self, cols, lines):
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", lines, cols, 0, 0))
+
+    def read(self, timeout):
+        end = time.time() + timeout
+        while time.time() < end:
+            if select.select([self.fd], [], [], 0.1)[0]:
+                try:
+                    self.out += os.read(self.fd, 65536).decode(errors="replace")
+                except OSError:
+                    return
+
+    def frames(self):
+        """The whole frames drawn so far (each ends with its total line)."""
+        fs = [f.replace("\r", "").replace("\x1b[?25l", "")
+              for f in self.out.split(self.CLEAR)[1:]]
+        return [f for f in fs if re.search(r"(?m)^total\s+\d+", f)]
+
+    def frame_after(self, n, timeout, what):
+        end = time.time() + timeout
+        while time.time() < end:
+            self.read(0.2)
+            if len(self.frames()) > n:
+                return self.frames()[-1]
+        raise AssertionError(f"{what}: no frame within {timeout} s; the terminal got "
+                             f"{self.out[-3000:]!r}")
+
+    def close(self):
+        try:
+            os.write(self.fd, b"q")
+            self.read(2)
+        except OSError:
+            pass
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(self.pid, 0)
+        os.close(self.fd)
+
+
+def frame_fits(frame, cols, lines):
+    body = frame.rstrip("\n").split("\n")
+    wide = [ln for ln in body if len(ln) > cols]
+    assert not wide, f"lines wider than {cols}: {wide}"
+    assert len(body) <= lines, f"{len(body)} lines on a terminal of {lines}:\n{frame}"
+    return body
+
+
+def frames_fit_the_terminal_and_follow_its_size(rig):
+    """At 80x24 no line is wider than the terminal and the p99s, errors and
+    timeouts stay; a resize (SIGWINCH) draws the frame again at once at the
+    new size, long before the next frame is due."""
+    rig.policy(PORTS)
+    rig.start_daemon()
+    # A frame every 20 s: a frame within the 2 x 5 s after the first is one
+    # that a resize drew.
+    interval = 20
+    t = Pty([rig.exe("dom0-tool/busprof"), "top", "--socket", rig.ctl_sock, "--interval",
+             str(interval)], 80, 24)
+    g = None
+    try:
+        t.read(1)  # most likely top has taken the trace's end by now: rows in its frame
+        g = rig.guest_async([rig.exe("tests/e2e/busprof_cycle_guest"), "1000", "2"])
+        first = t.frame_after(0, interval + 30, "the first frame")
+        shown_at = time.time()
+        body = frame_fits(first, 80, 24)
+        header = next(ln for ln in body if ln.lstrip().startswith("port"))
+        assert header.split() == ["port", "dir", "accesses", "per_s", "bus_p99_ns",
+                                  "ovh_p99_ns", "errors", "timeouts"], header
+        assert "(too narrow for bus_p50_ns ovh_p50_ns)" in first, first
+        t.resize(160, 40)
+        n = len(t.frames())
+        wide = t.frame_after(n, 5, "a frame after growing the terminal")
+        frame_fits(wide, 160, 40)
+        assert "too narrow" not in wide and "bus_p50_ns" in wide and "ovh_p50_ns" in wide, wide
+        t.resize(80, 24)
+        n = len(t.frames())
+        frame_fits(t.frame_after(n, 5, "a frame after shrinking the terminal"), 80, 24)
+        assert time.time() - shown_at < interval, "the frames came with the interval, not a resize"
+    finally:
+        t.close()
+        if g:
+            g.communicate(timeout=120)
+
+
 def no_daemon_is_a_clear_error(rig):
     r = rig.busprof("top", "--socket", os.path.join(rig.dir, "none.sock"), "--batch",
                     check=False)
@@ -173,6 +278,7 @@ def no_daemon_is_a_clear_error(rig):
 CASES = {f.__name__: f for f in (live_view_follows_the_daemon_and_its_keys,
                                  batch_frames_count_what_the_trace_holds,
                                  frames_count_accesses_the_writer_has_not_committed,
+                                 frames_fit_the_terminal_and_follow_its_size,
                                  no_daemon_is_a_clear_error)}
 
 if __name__ == "__main__":

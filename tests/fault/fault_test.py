@@ -3,6 +3,7 @@
 """The fault suite's command-line cases (see README.md in this directory).
 usage: fault_test.py CASE --bin BUILD_DIR    (CASE 'all' runs every case)"""
 import argparse
+import json
 import os
 import re
 import signal
@@ -523,14 +524,18 @@ def symbols_file_is_bounded_and_never_quoted(env):
 # ------------------------------------------------------ control refusals
 
 def control_client_says_permission_denied(env):
-    """A user the daemon does not serve is told so, with a hint, both where the
-    socket's mode refuses it and where the daemon's peer check does."""
+    """A user the daemon does not serve is told so (root or the daemon's user),
+    with a hint, never that no daemon runs there: where the socket's
+    directory refuses it (/run/busprof is 0700), where the socket's mode does
+    and where the daemon's peer check does; busprof status counts the last."""
     if os.geteuid() != 0:
         print("SKIP: needs root to run a client as another user")
         return
     os.chmod(env.tmp, 0o755)
     sim = env.simxen()
-    sock = env.path("ctl.sock")
+    run = env.path("run")
+    os.mkdir(run, 0o700)
+    sock = os.path.join(run, "ctl.sock")
     daemon = env.spawn([env.exe("dom0-tool/busprof"), "daemon", DOMAIN, "--db",
                         env.path("d.db"), "--sim-socket", sim, "--socket", sock])
     for _ in range(500):
@@ -539,11 +544,16 @@ def control_client_says_permission_denied(env):
         assert daemon.poll() is None, daemon.communicate()
         time.sleep(0.01)
     assert env.busprof("status", "--socket", sock).returncode == 0
-    for mode in [0o600, 0o666]:  # refused by the mode, then by the daemon
+    # Refused by the directory, by the socket's mode, then by the daemon.
+    for dir_mode, mode in [(0o700, 0o600), (0o755, 0o600), (0o755, 0o666)]:
+        os.chmod(run, dir_mode)
         os.chmod(sock, mode)
         r = env.busprof("status", "--socket", sock, user="nobody")
-        expect_error(r, r"permission denied")
+        expect_error(r, r"permission denied: only root or the (user the daemon|daemon's user)")
         assert "Broken pipe" not in r.stderr and "no busprof daemon" not in r.stderr, r.stderr
+    r = env.busprof("status", "--socket", sock, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["clients_refused"] == 1, r.stdout
 
 
 CASES = {f.__name__: f for f in [

@@ -5,6 +5,7 @@
 // profiler (an ioreq page, the busprof page, events); the test plays Xen's
 // part on them from its own thread, and the writer stores into a real DB.
 #include "busprof_page.h"
+#include "control_reply.h"
 #include "daemon.h"
 #include "error.h"
 #include "ioreq_slot.h"
@@ -755,6 +756,11 @@ TEST_F(DaemonTest, ARangeTheBusRefusedIsNeverServed) {
     EXPECT_EQ(chan->resume(0), 0xffu);
     chan->send(0, 0x2f9, true, 0x12);
     chan->resume(0);
+    // busprof status counts both refusals: the accesses, and the range
+    // (refused again each time the daemon reads Xen's table).
+    auto st = parse_status_line(daemon->control("status"));
+    EXPECT_EQ(st["refused"], "2");
+    EXPECT_GE(std::stoul(st["ranges_refused"]), 1u);
     EXPECT_EQ(finish(), EXIT_SUCCESS);
 
     EXPECT_EQ(scalar("SELECT count(*) FROM transactions WHERE status = 'error' AND "
@@ -944,9 +950,36 @@ TEST_F(DaemonTest, AnAccessOutsideEveryTrapIsRefused) {
     chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
     chan->send(0, 0x3f8, true, 1);
     chan->resume(0);
+    auto st = parse_status_line(daemon->control("status"));
+    EXPECT_EQ(st["refused"], "1");
+    EXPECT_EQ(st["ranges_refused"], "0");
     EXPECT_EQ(finish(), EXIT_SUCCESS);
     EXPECT_EQ(scalar("SELECT count(*) FROM transactions WHERE status = 'error' AND port = 0x3f8"),
               1);
+}
+
+// An extract reply Xen refuses leaves the guest without its records: busprof
+// status counts it, as the daemon's log says it.
+TEST_F(DaemonTest, AnExtractReplyXenRefusedIsCounted) {
+    EXPECT_CALL(*bus, grant(0x2f8, 0x2ff));
+    EXPECT_CALL(*bus, access(0x2fc, 1u, true, _));
+    EXPECT_CALL(*hv, op(XEN_BUSPROF_extract_reply, _, _, _, _))
+        .WillOnce(Return(Status(Errno(EINVAL))));
+    start();
+    EXPECT_EQ(parse_status_line(daemon->control("status"))["extract_errors"], "0");
+    chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
+    chan->send(0, 0x2fc, true, 1);
+    chan->resume(0);
+    chan->post(XEN_BUSPROF_CTRL_extract, 0x2f8, 0x2ff);
+    chan->report({Channel::Ev::ring, 0});
+    // Counted on the writer's thread, once the records before it are in.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    std::string errors;
+    while ((errors = parse_status_line(daemon->control("status"))["extract_errors"]) != "1" &&
+           std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_EQ(errors, "1");
+    EXPECT_EQ(finish(), EXIT_SUCCESS);
 }
 
 // The channel says the hypervisor went away: the session ends with why, and
