@@ -78,16 +78,16 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
 void Daemon::answer_extracts() {
     std::shared_ptr<Hypervisor> hv = hv_->reopen();
     const bool extended = page_.takes_extended_records();
-    writer_->on_extract([errors = extract_errors_, hv, extended](const ExtractRequest& r,
-                                                                 ExtractResult& res) {
-        const ExtractAnswer a{r.domid,      r.msg.seq,   res.status, res.total,
-                              res.snapshot, res.records, res.wide,   r.wide};
-        Status st = reply_extract(*hv, a, extended);
-        if (!st) {
-            errors->fetch_add(1, std::memory_order_relaxed);
-            log(LogLevel::warning, "extract reply refused: %s", st.error().message().c_str());
-        }
-    });
+    writer_->on_extract(
+        [errors = extract_errors_, hv, extended](const ExtractRequest& r, ExtractResult& res) {
+            const ExtractAnswer a{r.domid,      r.msg.seq,   res.status, res.total,
+                                  res.snapshot, res.records, res.wide,   r.wide};
+            Status st = reply_extract(*hv, a, extended);
+            if (!st) {
+                errors->fetch_add(1, std::memory_order_relaxed);
+                log(LogLevel::warning, "extract reply refused: %s", st.error().message().c_str());
+            }
+        });
 }
 
 // A new session row (at start, and at each rearm) and its first counters.
