@@ -2,20 +2,22 @@
 # busprof: the two entry points of the README.
 #   make demo   install what is missing, build, run the demo on the simulated hypervisor
 #   make test   install what is missing, build, run the test suite through ctest
+#               (labels fast, package and system)
 #   make test-sanitize  the fast suite built with ASan and UBSan (build-sanitize/)
 # Other targets: build, deps, install, package, system-test, system-soak, asan, fuzz,
 # fault-matrix, bench, format, clean.
 #   make install [DESTDIR=DIR] [PREFIX=/usr/local]   what cmake --install installs
-#   make package   a Debian package of it ($(BUILD)/busprof_VERSION_ARCH.deb)
+#   make package   the Debian packages of debian/ in $(BUILD)/deb (dpkg-buildpackage)
 #   make system-test [ASAN=1] [BASELINE=1]   the real-Xen system test once
 #   make system-soak N=10 [ASAN=1] [BASELINE=1]   ... N times, with a table of causes
 #   make system-soak N=4 SERIES=FILE   Xen with only the patches FILE names, no busprof
 
 BUILD ?= build
 JOBS ?= $(shell nproc)
-CTEST_LABELS ?= fast|system
+CTEST_LABELS ?= fast|package|system
 DEPS = cmake g++ gcc make pkg-config python3 sqlite3 libsqlite3-dev libcli11-dev \
-       libgtest-dev libgmock-dev libxen-dev xen-utils-common systemd pandoc mandoc libdw-dev tmux chromium dpkg-dev groff-base man-db file clang libclang-rt-14-dev clang-format
+       libgtest-dev libgmock-dev libxen-dev xen-utils-common systemd pandoc mandoc libdw-dev tmux chromium dpkg-dev groff-base man-db file clang libclang-rt-14-dev clang-format \
+       debhelper dh-dkms bash-completion lintian dkms linux-headers-amd64
 
 PHONY_EXTRA = install package
 .PHONY: demo test test-sanitize build deps asan $(PHONY_EXTRA) system-test system-soak fuzz fault-matrix bench format clean
@@ -26,14 +28,25 @@ N ?= 10
 # SERIES=FILE: the same with Xen built from part of the patch series (bisecting).
 SYSTEST_FLAGS = $(if $(filter 1,$(ASAN)),--asan) $(if $(filter 1,$(BASELINE)),--baseline) \
 	$(if $(SERIES),--series $(abspath $(SERIES)))
-SYSTEST_DEPS = build $(if $(filter 1,$(ASAN)),asan)
+# The system test installs the Debian packages (make package) in dom0.
+SYSTEST_DEPS = build $(if $(filter 1,$(ASAN)),asan,package)
 
 PREFIX ?= /usr/local
 install: build
 	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
 
-package: build
-	cd $(BUILD) && cpack -G DEB
+# dpkg-buildpackage in a copy of the tree (it writes into debian/ and the
+# packages beside the tree): busprof, libbusprof0, libbusprof-dev,
+# busprof-dkms and their -dbgsym in $(PKG_DIR).  A build of its own, without
+# the tests: $(BUILD) is not used.
+PKG_DIR ?= $(BUILD)/deb
+package: deps
+	rm -rf $(PKG_DIR) && mkdir -p $(PKG_DIR)/busprof
+	tar -C . --exclude-vcs --exclude=./$(BUILD) --exclude=./$(SAN_BUILD) -cf - . | \
+	    tar -C $(PKG_DIR)/busprof -xf -
+	cd $(PKG_DIR)/busprof && \
+	    DEB_BUILD_OPTIONS="parallel=$(JOBS) $(DEB_BUILD_OPTIONS)" dpkg-buildpackage -us -uc -b
+	@ls $(PKG_DIR)/*.deb
 
 demo: build
 	$(BUILD)/dom0-tool/busprof demo --db busprof-demo.db

@@ -118,13 +118,15 @@ for p in "${!FOUND[@]}"; do
     install -m 755 "${FOUND[$p]}" "$B/bin/$p"
 done
 if [ -n "${BUSPROF_DEB:-}" ]; then
-    # dpkg refuses it if dom0's own packages do not satisfy its Depends.
-    dpkg --root="$T" --log=/dev/null -i "$BUSPROF_DEB" >&2 ||
-        die "the busprof package does not install in dom0's root filesystem"
+    # BUSPROF_DEB: the packages' paths, separated by spaces.  dpkg refuses
+    # them if dom0's own packages do not satisfy their Depends.
+    read -r -a debs <<< "$BUSPROF_DEB"
+    dpkg --root="$T" --log=/dev/null -i "${debs[@]}" >&2 ||
+        die "the busprof packages do not install in dom0's root filesystem"
     out=$(chroot "$T" /usr/bin/ldd /usr/bin/busprof 2>&1) && ! grep -q 'not found' <<<"$out" ||
         die "the packaged /usr/bin/busprof lacks libraries in dom0: $out"
-    basename "$BUSPROF_DEB" > "$B/PACKAGE"
-    log "installed $(basename "$BUSPROF_DEB") in dom0's rootfs"
+    for d in "${debs[@]}"; do basename "$d"; done | xargs > "$B/PACKAGE"
+    log "installed $(cat "$B/PACKAGE") in dom0's rootfs"
 fi
 cp "$OUT_DIR/kernel/vmlinuz" "$B/guest/vmlinuz"
 cp "$OUT_DIR/domU.cpio.gz" "$B/guest/domU.cpio.gz"

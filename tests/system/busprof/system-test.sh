@@ -90,7 +90,7 @@ mkdir -p "$OUT"
 rm -rf "$OUT/check.txt" "$OUT"/attempt-*
 bin=$OUT/bin
 rm -rf "$bin" && mkdir -p "$bin"
-# dom0 gets busprof the way a user would: the project's Debian package
+# dom0 gets busprof the way a user would: the project's Debian packages
 # (make package), installed into its root filesystem with dpkg, which checks
 # its dependencies against dom0's own packages.  --asan puts the sanitizer
 # build in /busprof/bin instead.
@@ -101,11 +101,14 @@ if [ "$ASAN" = 1 ]; then
     echo "dom0 busprof: AddressSanitizer+UBSan build $dom0_busprof"
     cp "$dom0_busprof" "$bin/"
 else
-    rm -rf "$OUT/pkg"
-    (cd "$BUILD" && cpack -G DEB -B "$OUT/pkg" >/dev/null) || { echo "cpack -G DEB failed" >&2; exit 1; }
-    BUSPROF_DEB=$(ls "$OUT"/pkg/busprof_*.deb)
+    # busprof and the libbusprof0 its simulator shim links, from $BUILD/deb
+    # (make system-test runs make package first; ctest, the package_build test).
+    BUSPROF_DEB=$(ls "$BUILD"/deb/busprof_*.deb "$BUILD"/deb/libbusprof0_*.deb 2>/dev/null | xargs) ||
+        true
+    [[ $BUSPROF_DEB == *busprof_*libbusprof0_* ]] ||
+        { echo "no busprof packages in $BUILD/deb: run 'make package' first" >&2; exit 1; }
     export BUSPROF_DEB
-    echo "dom0 busprof: the package $(basename "$BUSPROF_DEB")"
+    echo "dom0 busprof: the packages $BUSPROF_DEB"
 fi
 cp "$BUILD/guest-lib/busprof-example-driver" \
    "$BUILD/guest-lib/busprof-trap-probe" "$BUILD/tests/system/busprof-relative" \
