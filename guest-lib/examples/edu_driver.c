@@ -44,6 +44,8 @@ static struct access made[256];
 static unsigned int nr_made;
 static uint64_t bar;
 static volatile uint8_t *regs;
+/* Open for the program's life: an early exit leaves it to exit(3) to close. */
+static bp_handle *h;
 
 static void note(int write, uint64_t off, unsigned int size, uint64_t value)
 {
@@ -75,7 +77,6 @@ static int fail(const char *what, uint64_t got, uint64_t want)
 int main(int argc, char **argv)
 {
     static struct bp_record_wide recs[256];
-    bp_handle *h;
     size_t needed = 0;
     ssize_t n;
     uint64_t wide;
