@@ -75,25 +75,40 @@ def run(name, parts, build):
                 shown += [ln.strip() for ln in body.splitlines() if ln.strip()]
             else:
                 script.append(body)
+        # The sanitizers' build: its libbusprof needs their runtime in the
+        # program that preloads it, so the recipe's `cc` adds it there.
+        with open(os.path.join(build, "CMakeCache.txt")) as f:
+            if "BUSPROF_SANITIZE:BOOL=ON" in f.read():
+                cc = os.path.join(bindir, "cc")
+                with open(cc, "w") as f:
+                    f.write('#!/bin/sh\nexec /usr/bin/cc -fsanitize=address,undefined "$@"\n')
+                os.chmod(cc, 0o755)
         env = {k: v for k, v in os.environ.items() if not k.startswith("BUSPROF_")}
         env["PATH"] = bindir + os.pathsep + env.get("PATH", "/usr/bin:/bin")
         env["LD_LIBRARY_PATH"] = libdir
         # A sanitizer build: the preloaded library's runtime need not come first.
         env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"
-        p = subprocess.Popen(["bash", "-e", "-c", "".join(script)], cwd=work, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             start_new_session=True)
+        # Output to a file, not a pipe: a recipe that fails half-way leaves its
+        # background jobs holding a pipe open, and the test would wait for them.
+        log = os.path.join(tmp, "output")
+        with open(log, "w") as f:
+            p = subprocess.Popen(["bash", "-e", "-c", "".join(script)], cwd=work, env=env,
+                                 stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+        timed_out = False
         try:
-            out, _ = p.communicate(timeout=120)
+            p.wait(timeout=120)
         except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            out, _ = p.communicate()
-            return [f"{name}: still running after 120 s; it printed:\n{out}"]
+            timed_out = True
         finally:
             try:  # background jobs the recipe left (it should leave none)
                 os.killpg(p.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+            p.wait()
+        with open(log) as f:
+            out = f.read()
+        if timed_out:
+            return [f"{name}: still running after 120 s; it printed:\n{out}"]
         problems = []
         if p.returncode != 0:
             problems.append(f"{name}: exit {p.returncode}")
