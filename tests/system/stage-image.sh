@@ -121,8 +121,23 @@ if [ -n "${BUSPROF_DEB:-}" ]; then
     # BUSPROF_DEB: the packages' paths, separated by spaces.  dpkg refuses
     # them if dom0's own packages do not satisfy their Depends.
     read -r -a debs <<< "$BUSPROF_DEB"
-    dpkg --root="$T" --log=/dev/null -i "${debs[@]}" >&2 ||
-        die "the busprof packages do not install in dom0's root filesystem"
+    if ! dpkg --root="$T" --log=/dev/null -i "${debs[@]}" > "$T.dpkg.log" 2>&1; then
+        cat "$T.dpkg.log" >&2
+        # One refusal is known and let through: dpkg-shlibdeps takes the
+        # minimum version of Debian's Xen libraries from the build host, which
+        # has the suite's security update (4.17.7+13 today), while dom0 runs
+        # the Xen of xen-patches/UPSTREAM (the suite's release, 4.17.5+72),
+        # the source its hypervisor is built from.  Same sonames, same 4.17
+        # library interfaces; ldd below checks every library is found.  Any
+        # other unmet dependency fails the stage.
+        unmet=$(sed -n 's/^ busprof depends on \([^ ]*\) .*/\1/p' "$T.dpkg.log" | sort -u)
+        [ -n "$unmet" ] && ! grep -qv '^libxen' <<<"$unmet" ||
+            die "the busprof packages do not install in dom0's root filesystem"
+        log "dom0's Xen libraries are older than the build host's ($(xargs <<<"$unmet")): configured anyway"
+        dpkg --root="$T" --log=/dev/null --force-depends --configure busprof >&2 ||
+            die "the busprof package does not configure in dom0's root filesystem"
+    fi
+    rm -f "$T.dpkg.log"
     out=$(chroot "$T" /usr/bin/ldd /usr/bin/busprof 2>&1) && ! grep -q 'not found' <<<"$out" ||
         die "the packaged /usr/bin/busprof lacks libraries in dom0: $out"
     for d in "${debs[@]}"; do basename "$d"; done | xargs > "$B/PACKAGE"
