@@ -149,8 +149,10 @@ void print_traps(Hypervisor& hv, const DomainInfo& d, bool json, bool ports, boo
     auto q = query(hv, d.domid).value_or_throw("cannot read the traps of " + d.name);
     xen_busprof_query_mmio m{};
     m.domid = d.domid;
-    // A hypervisor before interface 1.3 has no memory-mapped traps.
-    const bool has_mmio = static_cast<bool>(hv.op(XEN_BUSPROF_query_mmio, &m, sizeof(m)));
+    // A hypervisor before interface 1.3 has no memory-mapped traps; the
+    // lines of text of a call that named none do not ask.
+    const bool has_mmio =
+        (json || spans) && static_cast<bool>(hv.op(XEN_BUSPROF_query_mmio, &m, sizeof(m)));
     if (json) {
         JsonObject o;
         o.add("domain", d.name)
