@@ -393,37 +393,38 @@ void Daemon::resync_mmio_traps() {
         transition(nullptr, "start_trap", now);
 }
 
-// The bus maps a memory-mapped span Xen trapped, as grant() for ports.
-bool Daemon::grant_mmio(std::pair<uint64_t, uint64_t> r, uint64_t t) {
-    if (std::find(mmio_granted_.begin(), mmio_granted_.end(), r) != mmio_granted_.end())
-        return true;
-    try {
-        bus_->grant_mmio(r.first, r.second);
-    } catch (const std::exception& e) {
-        refusals_.ranges++;
-        counters_.notes_dropped +=
-            !producer_->add_event({session_ord_, "refused", t, e.what()}, true);
-        return false;
-    }
-    mmio_granted_.push_back(r);
-    return true;
-}
-
 // Bus permission for a range Xen trapped, once per range and kept to the
 // end; a range the bus refuses is never served (a 'refused' event says why).
 bool Daemon::grant(std::pair<uint16_t, uint16_t> r, uint64_t t) {
     if (std::find(granted_.begin(), granted_.end(), r) != granted_.end())
         return true;
+    if (!bus_allows([&] { bus_->grant(r.first, r.second); }, t))
+        return false;
+    granted_.push_back(r);
+    return true;
+}
+
+// The bus maps a memory-mapped span Xen trapped, as grant() for ports.
+bool Daemon::grant_mmio(std::pair<uint64_t, uint64_t> r, uint64_t t) {
+    if (std::find(mmio_granted_.begin(), mmio_granted_.end(), r) != mmio_granted_.end())
+        return true;
+    if (!bus_allows([&] { bus_->grant_mmio(r.first, r.second); }, t))
+        return false;
+    mmio_granted_.push_back(r);
+    return true;
+}
+
+// ask() gives the bus a range or span; a refusal is counted and recorded.
+bool Daemon::bus_allows(const std::function<void()>& ask, uint64_t t) {
     try {
-        bus_->grant(r.first, r.second);
+        ask();
+        return true;
     } catch (const std::exception& e) {
         refusals_.ranges++;
         counters_.notes_dropped +=
             !producer_->add_event({session_ord_, "refused", t, e.what()}, true);
         return false;
     }
-    granted_.push_back(r);
-    return true;
 }
 
 template <class T>

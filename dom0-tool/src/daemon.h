@@ -142,6 +142,7 @@ class Daemon {
     void resync_mmio_traps();
     bool grant(std::pair<uint16_t, uint16_t> r, uint64_t t);
     bool grant_mmio(std::pair<uint64_t, uint64_t> r, uint64_t t);
+    bool bus_allows(const std::function<void()>& ask, uint64_t t);
     void timed_out(unsigned v, uint64_t t);
     void finalize(unsigned v, bool force);
     void finalize_all(bool force);
