@@ -17,7 +17,8 @@ JOBS ?= $(shell nproc)
 CTEST_LABELS ?= fast|package|system
 DEPS = cmake g++ gcc make pkg-config python3 sqlite3 libsqlite3-dev libcli11-dev \
        libgtest-dev libgmock-dev libxen-dev xen-utils-common systemd pandoc mandoc libdw-dev tmux chromium dpkg-dev groff-base man-db file clang libclang-rt-14-dev clang-format \
-       debhelper dh-dkms bash-completion lintian dkms linux-headers-amd64
+       debhelper dh-dkms bash-completion lintian dkms linux-headers-amd64 \
+       clickhouse-server clickhouse-client
 
 PHONY_EXTRA = install package
 .PHONY: demo test test-sanitize build deps asan $(PHONY_EXTRA) system-test system-soak fuzz fault-matrix bench format clean

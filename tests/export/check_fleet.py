@@ -11,7 +11,10 @@ holds host1.db, host2.db, hosts/*.csv and docs/ (the source's).  Both must
 print the same answer to docs/fleet/p99-bus-time-per-host-and-port.sql,
 equal to the counts and nearest-rank p99 bus times worked out here from the
 generated rows, and equal to the example output on the page; the imported
-table must have the CSV's columns and its NULLs back.
+table must have the CSV's columns and its NULLs back.  The block marked
+"...: clickhouse" runs there too, against a ClickHouse server (Debian's
+clickhouse-server) that this script starts on a free localhost port with a
+data directory of its own, and must give the same rows.
 
     check_fleet.py --bin BUILD_DIR --src SOURCE_DIR
 """
@@ -21,10 +24,13 @@ import io
 import os
 import random
 import re
+import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 
 failures = []
 
@@ -94,6 +100,68 @@ def blocks(page):
                            r'```\w*\n(.*?)```', page, re.S))
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+class ClickHouse:
+    """A ClickHouse server of its own, in dir: a free localhost port, its
+    data and logs under dir, and dir/clickhouse-client.xml, which
+    clickhouse-client reads from its working directory, naming the port."""
+
+    def __init__(self, dir):
+        self.dir, self.port, self.proc = dir, free_port(), None
+
+    def __enter__(self):
+        server = shutil.which('clickhouse-server') or '/usr/sbin/clickhouse-server'
+        conf = os.path.join(self.dir, 'server.xml')
+        with open(conf, 'w') as f:
+            f.write(f"""<?xml version="1.0"?>
+<yandex>
+    <logger><level>warning</level><console>0</console>
+        <log>{self.dir}/server.log</log><errorlog>{self.dir}/server.err.log</errorlog></logger>
+    <tcp_port>{self.port}</tcp_port>
+    <listen_host>127.0.0.1</listen_host>
+    <path>{self.dir}/data/</path>
+    <tmp_path>{self.dir}/tmp/</tmp_path>
+    <user_files_path>{self.dir}/user_files/</user_files_path>
+    <format_schema_path>{self.dir}/format_schemas/</format_schema_path>
+    <users_config>/etc/clickhouse-server/users.xml</users_config>
+    <default_profile>default</default_profile>
+    <default_database>default</default_database>
+    <mark_cache_size>536870912</mark_cache_size>
+</yandex>
+""")
+        with open(os.path.join(self.dir, 'clickhouse-client.xml'), 'w') as f:
+            f.write(f'<config><port>{self.port}</port></config>\n')
+        self.proc = subprocess.Popen([server, f'--config-file={conf}'], cwd=self.dir,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        end = time.time() + 60
+        while time.time() < end and self.proc.poll() is None:
+            p = subprocess.run(['clickhouse-client', '--query', 'SELECT 1'], cwd=self.dir,
+                               capture_output=True, text=True)
+            if p.returncode == 0:
+                return self
+            time.sleep(0.2)
+        err = self.proc.stderr.read() if self.proc.poll() is not None else 'not up within 60 s'
+        log = os.path.join(self.dir, 'server.err.log')
+        if os.path.exists(log):
+            err += open(log).read()[-2000:]
+        self.__exit__()
+        raise RuntimeError(f'clickhouse-server did not start: {err}')
+
+    def __exit__(self, *exc):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--bin', required=True)
@@ -103,7 +171,8 @@ def main():
     src = os.path.abspath(a.src)
     schema = os.path.join(src, 'schema', 'busprof.sql')
     page = blocks(open(os.path.join(src, 'docs', 'fleet.md')).read())
-    check(sorted(page) == ['attach', 'import', 'output'], f'tested blocks of fleet.md: {sorted(page)}')
+    check(sorted(page) == ['attach', 'clickhouse', 'import', 'output'],
+          f'tested blocks of fleet.md: {sorted(page)}')
     rng = random.Random(7)
     with tempfile.TemporaryDirectory(prefix='busprof-fleet.') as tmp:
         os.symlink(os.path.join(src, 'docs'), os.path.join(tmp, 'docs'))
@@ -125,6 +194,15 @@ def main():
             answers[name] = p.stdout.replace('\r\n', '\n')
             check(answers[name] == want, f'{name} answered\n{answers[name]}expected\n{want}')
         check(answers['attach'] == answers['import'], 'attach and import differ')
+
+        # ClickHouse: the same rows (its CSV quotes text; compared as CSV).
+        with ClickHouse(tmp):
+            p = subprocess.run(['bash', '-e', '-c', page.get('clickhouse', 'false')], cwd=tmp,
+                               capture_output=True, text=True)
+        check(p.returncode == 0 and not p.stderr, f'clickhouse: exit {p.returncode}: {p.stderr}')
+        got = list(csv.reader(io.StringIO(p.stdout)))
+        check(got == list(csv.reader(io.StringIO(want))),
+              f'clickhouse answered\n{p.stdout}expected\n{want}')
         shown = page.get('output', '')
         check(shown and want.startswith(shown.replace('...\n', '')),
               f'fleet.md shows\n{shown}but the test data gives\n{want}')
