@@ -154,9 +154,15 @@ def control_client_times_out_on_a_full_backlog(env):
 
 def control_client_ignores_sigpipe(env):
     sock = env.path("silent.sock")
-    fake = FakeDaemon(sock)  # noqa: F841 - listens while it lives
+    fake = FakeDaemon(sock)
     p = env.spawn([env.exe("dom0-tool/busprof"), "status", "--socket", sock, "--timeout", "2"])
-    time.sleep(0.5)
+    # Once it is connected, the client ignores SIGPIPE (it does so first
+    # thing in main()); a fixed sleep raced its start, which under
+    # AddressSanitizer on a busy machine took longer.
+    end = time.time() + 30
+    while not fake.held and p.poll() is None and time.time() < end:
+        time.sleep(0.01)
+    assert fake.held, "the client never connected"
     p.send_signal(signal.SIGPIPE)
     out, err = p.communicate(timeout=10)
     assert p.returncode == 1, f"exit {p.returncode}: {err}"
