@@ -178,6 +178,7 @@ def make_older(path):
     """The file as schema version 4 has it: what version 5 and 6 added, gone."""
     db = sqlite3.connect(path)
     db.executescript("DROP VIEW transaction_times; DROP VIEW port_latency;"
+                     " DROP VIEW mmio_transaction_times; DROP VIEW access_times;"
                      " DROP VIEW port_latency_summary; DROP TABLE latency_totals;"
                      " DROP TABLE latency_buckets;")
     drop_column(db, "transactions", "storage_overlap")
