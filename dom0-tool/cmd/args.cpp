@@ -97,12 +97,16 @@ CLI::Validator non_empty(const std::string& what) {
         [what](std::string& s) -> std::string { return s.empty() ? "empty " + what : ""; }, "");
 }
 
-void add_space_options(CLI::App* c, SpaceOptions& o) {
-    c->add_option("--space", o.space,
+void add_space_option(CLI::App* c, std::string& space) {
+    c->add_option("--space", space,
                   "port (port transactions) or mmio (memory-mapped registers, per address"
                   " and width)")
         ->capture_default_str()
         ->check(CLI::IsMember({"port", "mmio"}));
+}
+
+void add_space_options(CLI::App* c, SpaceOptions& o) {
+    add_space_option(c, o.space);
     c->add_option("--mmio", o.mmio,
                   "only memory-mapped accesses in these spans: FIRST-LAST, whole pages,"
                   " comma-separated (implies --space mmio)");

@@ -58,6 +58,8 @@ struct SpaceOptions {
     std::string mmio;
 };
 void add_space_options(CLI::App* c, SpaceOptions& o);
+// --space alone, for a command without a port filter (top).
+void add_space_option(CLI::App* c, std::string& space);
 void space_selected(CLI::App* c, const SpaceOptions& o, Selection& sel);
 
 // The policy's (or the traps') ranges of a query as a JSON array of

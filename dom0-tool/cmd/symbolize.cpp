@@ -55,7 +55,7 @@ void setup_symbolize(CLI::App& app, Globals& g, Runner& run) {
     auto space = std::make_shared<SpaceOptions>();
     add_space_options(c, *space);
     c->callback([c, &g, &run, specs, format, session, domain, space] {
-        Selection sel{*session, -1, -1, {}};
+        Selection sel{*session, -1, -1, {}, Space::port, {}};
         space_selected(c, *space, sel);
         run = [&g, specs, format, domain, sel]() mutable {
             Symbols syms = load_symbols(*specs);

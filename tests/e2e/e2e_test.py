@@ -665,8 +665,8 @@ def nearest_rank(values, pct):
 
 
 def mmio_rows_in_the_analysis_commands(rig):
-    """The edu driver's memory-mapped rows as stats, symbolize and export
-    show them: per register (address and width) with its address space,
+    """The edu driver's memory-mapped rows as stats, symbolize, export, diff
+    and report show them: per register (address and width) with its address space,
     addresses as addresses, figures and 64-bit values as the DB holds them;
     the port table leaves them out and says so."""
     rig.busprof("policy", DOMAIN, "--allow-mmio", "0xfebf0000-0xfebfffff",
@@ -733,6 +733,24 @@ def mmio_rows_in_the_analysis_commands(rig):
         [(i, "mmio", a, v & 0xffffffffffffffff) for i, a, _, _, v, _, _, _ in rows], acc
     buses = [e for e in ev["traceEvents"] if e.get("cat") == "bus"]
     assert len(buses) == sum(1 for row in rows if row[6] is not None), buses
+
+    # diff: the session against itself, per register, with its space.
+    want = {k: (len(b), nearest_rank(b, 50), nearest_rank(b, 99)) for k, b in regs.items()}
+    out = json.loads(rig.busprof("diff", "--db", rig.db, "--db", rig.db, "--space", "mmio",
+                                 "--format", "json").stdout)
+    assert all(o["space"] == "mmio" for o in out), out
+    assert {(int(o["addr"], 16), o["size"], o["dir"]): (o["a_count"], o["a_p50_ns"], o["a_p99_ns"])
+            for o in out if o["metric"] == "bus"} == want, out
+    table = rig.busprof("diff", "--db", rig.db, "--db", rig.db, "--space", "mmio").stdout
+    assert len({len(line) for line in table.splitlines() if not line.startswith("-")}) == 1, table
+    # report: the registers beside the (no) ports, each with its space.
+    page = os.path.join(rig.dir, "report.html")
+    rig.busprof("report", "--db", rig.db, "-o", page)
+    data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>',
+                                open(page, encoding="utf-8").read(), re.S)[1].replace("<\\/", "</"))
+    assert data["ports"] == [] and all(r["space"] == "mmio" for r in data["registers"]), data
+    assert {(int(r["addr"], 16), r["size"], r["dir"]): (r["count"], r["p50"], r["p99"])
+            for r in data["registers"]} == want, data["registers"]
 
 
 CASES = {f.__name__: f for f in [
