@@ -570,17 +570,24 @@ def relative_pairs_each_read_with_its_record(rig):
                int(f["overhead_p99_unmarked_ns"]) / int(f["plain_p99_ns"])) < 0.001, lines[0]
 
 
-def mmio_edu_sequence_recorded_and_extracted(rig):
-    """The edu driver's memory-mapped accesses under a trap: one row each in
-    mmio_transactions, in order, with address, width, value and RIP; the
-    untrapped page and the access after the stop leave none; the guest's
-    extract gives back the same."""
+def record_edu_driver(rig):
+    """The edu driver run once under a daemon that may serve its BAR; its
+    result."""
     rig.busprof("policy", DOMAIN, "--allow-mmio", "0xfebf0000-0xfebfffff",
                 "--sim-socket", rig.sim_sock)
     rig.start_daemon()
     r = rig.guest([rig.exe("guest-lib/busprof-edu-driver")])
     assert r.returncode == 0, r.stdout + r.stderr
     rig.stop_daemon()
+    return r
+
+
+def mmio_edu_sequence_recorded_and_extracted(rig):
+    """The edu driver's memory-mapped accesses under a trap: one row each in
+    mmio_transactions, in order, with address, width, value and RIP; the
+    untrapped page and the access after the stop leave none; the guest's
+    extract gives back the same."""
+    r = record_edu_driver(rig)
     made = [(d, int(a, 16), int(s), int(v, 16))
             for d, a, s, v in re.findall(r"^ACCESS (\w+) (\S+) (\d+) (\S+)$", r.stdout, re.M)]
     polls = int(re.search(r"^POLLS (\d+)$", r.stdout, re.M).group(1))
@@ -669,12 +676,7 @@ def mmio_rows_in_the_analysis_commands(rig):
     and report show them: per register (address and width) with its address space,
     addresses as addresses, figures and 64-bit values as the DB holds them;
     the port table leaves them out and says so."""
-    rig.busprof("policy", DOMAIN, "--allow-mmio", "0xfebf0000-0xfebfffff",
-                "--sim-socket", rig.sim_sock)
-    rig.start_daemon()
-    r = rig.guest([rig.exe("guest-lib/busprof-edu-driver")])
-    assert r.returncode == 0, r.stdout + r.stderr
-    rig.stop_daemon()
+    record_edu_driver(rig)
     rows = query(rig.db, "SELECT id, addr, size, dir, value, rip, bus_ns, status"
                          " FROM mmio_transaction_times ORDER BY id")
     assert rows and query(rig.db, "SELECT count(*) FROM transactions")[0][0] == 0

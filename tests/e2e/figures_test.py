@@ -127,14 +127,22 @@ def bus_per_rip(rows):
     return out
 
 
+def stamps(t, bus, ovh, skewed):
+    """t_bus_begin_ns, t_bus_end_ns and t_resume_ns of a generated row
+    trapped at t: a third of the overhead before the bus access; where the
+    clocks disagree, a resume before the bus access ended."""
+    pre = ovh // 3
+    begin = t + pre if bus is not None else None
+    end = begin + bus if bus is not None else None
+    resume = (end if end else t) + (ovh - pre) if not skewed else end - 700
+    return begin, end, resume
+
+
 def insert_rows(db, rows):
     t = 10**9
     for i, (port, d, rip, status, bus, ovh, skewed) in enumerate(rows, 1):
         t += 100000
-        pre = ovh // 3
-        begin = t + pre if bus is not None else None
-        end = begin + bus if bus is not None else None
-        resume = (end if end else t) + (ovh - pre) if not skewed else end - 700
+        begin, end, resume = stamps(t, bus, ovh, skewed)
         db.execute("INSERT INTO transactions (id, session_id, domid, vcpu, rip, port, size, dir,"
                    " value, t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns, clock_skewed,"
                    " status) VALUES (?, 1, 4, 0, ?, ?, 1, ?, 0, ?, ?, ?, ?, ?, ?)",
@@ -147,10 +155,7 @@ def insert_mmio_rows(db, rows):
     t = 10**9 + 50000
     for i, (port, d, rip, status, bus, ovh, skewed) in enumerate(rows, 1):
         t += 100000
-        pre = ovh // 3
-        begin = t + pre if bus is not None else None
-        end = begin + bus if bus is not None else None
-        resume = (end if end else t) + (ovh - pre) if not skewed else end - 700
+        begin, end, resume = stamps(t, bus, ovh, skewed)
         addr, size = REGISTERS[port]
         value = -2 if size == 8 else 1
         db.execute("INSERT INTO mmio_transactions (id, session_id, domid, vcpu, rip, addr, size,"
