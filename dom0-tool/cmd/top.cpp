@@ -169,7 +169,6 @@ const Column kColumns[] = {
     {"errors", 6, false, 3, [](const PortRow& r) { return std::to_string(r.errors); }},
     {"timeouts", 8, false, 4, [](const PortRow& r) { return std::to_string(r.timeouts); }},
 };
-constexpr size_t kNrColumns = sizeof(kColumns) / sizeof(kColumns[0]);
 // A memory-mapped register's columns, in place of the port's: its address
 // space, its address as an address (64 bits wide, never padded as a port)
 // and its width.
@@ -216,8 +215,6 @@ std::string frame(const std::map<std::string, std::string>& st, const std::vecto
         columns.erase(columns.begin());
         columns.insert(columns.begin(), std::begin(kRegisterColumns), std::end(kRegisterColumns));
     }
-    const size_t kNrColumns = columns.size();
-    const Column* kColumns = columns.data();
     auto get = [&](const char* k) {
         auto it = st.find(k);
         return it == st.end() ? std::string("?") : it->second;
@@ -239,26 +236,26 @@ std::string frame(const std::map<std::string, std::string>& st, const std::vecto
 
     // The columns, each as wide as its widest value; on a narrow terminal
     // the ones of least use go (the priorities above) and a line says so.
-    std::vector<size_t> width(kNrColumns);
-    for (size_t c = 0; c < kNrColumns; c++) {
-        width[c] = static_cast<size_t>(kColumns[c].width);
+    std::vector<size_t> width(columns.size());
+    for (size_t c = 0; c < columns.size(); c++) {
+        width[c] = static_cast<size_t>(columns[c].width);
         for (auto& r : rows)
-            width[c] = std::max(width[c], kColumns[c].value(r).size());
+            width[c] = std::max(width[c], columns[c].value(r).size());
     }
-    std::vector<bool> shown(kNrColumns);
+    std::vector<bool> shown(columns.size());
     std::string hidden;
-    for (size_t c = 0; c < kNrColumns; c++)
+    for (size_t c = 0; c < columns.size(); c++)
         shown[c] = true;
     for (int drop = 9; size.cols; drop--) {
         size_t total = 0;
-        for (size_t c = 0; c < kNrColumns; c++)
+        for (size_t c = 0; c < columns.size(); c++)
             total += shown[c] ? width[c] + (total ? 1 : 0) : 0;
         if (total <= size.cols || drop == 0)
             break;
-        for (size_t c = 0; c < kNrColumns; c++)
-            if (kColumns[c].priority == drop) {
+        for (size_t c = 0; c < columns.size(); c++)
+            if (columns[c].priority == drop) {
                 shown[c] = false;
-                hidden = std::string(kColumns[c].name) + (hidden.empty() ? "" : " ") + hidden;
+                hidden = std::string(columns[c].name) + (hidden.empty() ? "" : " ") + hidden;
             }
     }
     if (!hidden.empty())
@@ -266,16 +263,16 @@ std::string frame(const std::map<std::string, std::string>& st, const std::vecto
     o << "\n";
     auto line = [&](auto&& cell) {
         std::string l;
-        for (size_t c = 0; c < kNrColumns; c++) {
+        for (size_t c = 0; c < columns.size(); c++) {
             if (!shown[c])
                 continue;
             const std::string v = cell(c);
             const std::string pad(width[c] > v.size() ? width[c] - v.size() : 0, ' ');
-            l += (l.empty() ? "" : " ") + (kColumns[c].left ? v + pad : pad + v);
+            l += (l.empty() ? "" : " ") + (columns[c].left ? v + pad : pad + v);
         }
         o << l.substr(0, size.cols ? size.cols : l.size()) << "\n";
     };
-    line([&](size_t c) { return std::string(kColumns[c].name); });
+    line([&](size_t c) { return std::string(columns[c].name); });
     // The rows the terminal has lines for, below what is printed already
     // and above the total (and the line saying how many more there are).
     const std::string so_far = o.str();
@@ -286,7 +283,7 @@ std::string frame(const std::map<std::string, std::string>& st, const std::vecto
     uint64_t total = 0;
     for (size_t i = 0; i < rows.size(); i++) {
         if (i < fit)
-            line([&](size_t c) { return kColumns[c].value(rows[i]); });
+            line([&](size_t c) { return columns[c].value(rows[i]); });
         total += rows[i].n;
     }
     if (fit < rows.size())
@@ -294,7 +291,7 @@ std::string frame(const std::map<std::string, std::string>& st, const std::vecto
     // "total" under the columns that name the port or register, the
     // figures under accesses and per_s.
     size_t key = 0;
-    for (size_t c = 0; std::string_view(kColumns[c].name) != "accesses"; c++)
+    for (size_t c = 0; std::string_view(columns[c].name) != "accesses"; c++)
         key += shown[c] ? width[c] + (key ? 1 : 0) : 0;
     std::snprintf(buf, sizeof(buf), "%-*s %9" PRIu64 " %9.0f", static_cast<int>(key), "total",
                   total, seconds > 0 ? static_cast<double>(total) / seconds : 0.0);
