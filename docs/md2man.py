@@ -105,7 +105,8 @@ def fit(fmt, lines, k):
         if ln.startswith("T}"):
             col = col + 1 if ln.startswith("T}@") else 0
         elif ln not in ("T{", "_"):
-            text = re.sub(r"\\f\[[A-Z]*\]|\\\[[^\]]*\]|\\.", "x", ln)
+            # a font change takes no room; a named or escaped character one
+            text = re.sub(r"\\\[[^\]]*\]|\\.", "x", re.sub(r"\\f\[[A-Z]*\]", "", ln))
             longest[col] = max([longest[col]] + [len(w) + 1 for w in text.split()])
         j += 1
     gap = 3 if len(ws) <= 3 else 1  # tbl's gap; the least where four columns share 68n

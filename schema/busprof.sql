@@ -186,19 +186,45 @@ CREATE TABLE IF NOT EXISTS latency_buckets (
     PRIMARY KEY (session_id, domid, port, dir, metric, lo_ns)
 ) WITHOUT ROWID;
 
--- Every transaction with the times derived from its stamps, each defined
--- here once: the views below and every busprof command read bus time,
--- wait and overhead from this view, never from the stamps, so no two of
--- them can disagree.  Bus time is measured on the daemon's clock and the
--- wait on Xen's; overhead and its two parts subtract one from the other,
--- so they are NULL on a row whose two clocks disagree (clock_skewed = 1),
--- and every figure of overhead leaves those rows out.  Latency statistics
--- (port_latency, busprof stats, top, report, diff) take the rows with
--- status = 'ok'.
+-- Every access, port or memory-mapped, with the times derived from its
+-- stamps, each defined here once: transaction_times and
+-- mmio_transaction_times are this view's rows of one table each, and the
+-- views below and every busprof command read bus time, wait and overhead
+-- from them, never from the stamps, so no two of them can disagree.  Bus
+-- time is measured on the daemon's clock and the wait on Xen's; overhead
+-- and its two parts subtract one from the other, so they are NULL on a row
+-- whose two clocks disagree (clock_skewed = 1), and every figure of
+-- overhead leaves those rows out.  Latency statistics (port_latency,
+-- busprof stats, top, report, diff) take the rows with status = 'ok'.
+-- One view over both tables rather than one per table: a second copy of
+-- the formulas is a second definition that may come to disagree.  The
+-- price: SQLite cannot flatten a UNION ALL into an aggregate or a window
+-- query, so those read transaction_times through a co-routine, slower
+-- than the table alone.
 -- A view adds no data: a trace written before it existed gets it when
 -- busprof opens the file (as a TEMP view when it opens it read-only).
-CREATE VIEW IF NOT EXISTS transaction_times AS
-SELECT t.*,                                                     -- the transaction as stored
+CREATE VIEW IF NOT EXISTS access_times AS
+SELECT
+       space,                           -- address space: 'port' (a row of transactions) or 'mmio' (a row of mmio_transactions)
+       id,                              -- the access's id in its table (transactions.id or mmio_transactions.id; the two sequences are apart)
+       session_id,                      -- session it belongs to
+       domid,                           -- Xen domain id of the guest that made the access
+       vcpu,                            -- the guest's vCPU that executed the instruction
+       rip,                             -- guest RIP of the instruction, stored signed
+       addr,                            -- the port (space 'port') or the guest-physical address (space 'mmio') accessed
+       size,                            -- access width (bytes)
+       dir,                             -- 'in' (a read) or 'out' (a write)
+       value,                           -- value written or read, stored signed
+       t_trap_ns,                       -- Xen took the exit or fault for the access (ns)
+       t_bus_begin_ns,                  -- daemon, immediately before the bus or device access (ns); NULL: none was made
+       t_bus_end_ns,                    -- daemon, immediately after it (ns); NULL: none was made
+       t_resume_ns,                     -- Xen resumed the guest vCPU with the result (ns)
+       clock_skewed,                    -- 1: Xen's stamps contradict the daemon's, as transactions.clock_skewed says
+       task,                            -- who made the access, as in transactions
+       pcpu,                            -- the physical CPU the vCPU ran on, as in transactions
+       pre_trigger,                     -- 1: kept by the pre-trigger window, as in transactions
+       status,                          -- 'ok', 'timeout' or 'error', as in transactions
+       storage_overlap,                 -- 1: busprof's storage work ran meanwhile, as in transactions
        t_bus_end_ns - t_bus_begin_ns AS bus_ns,                 -- bus time: the real access alone, t_bus_end_ns - t_bus_begin_ns (ns); NULL: no bus access was made
        t_resume_ns - t_trap_ns AS wait_ns,                      -- how long the guest waited for the access, t_resume_ns - t_trap_ns (ns)
        CASE WHEN clock_skewed = 0
@@ -207,7 +233,80 @@ SELECT t.*,                                                     -- the transacti
             THEN t_bus_begin_ns - t_trap_ns END AS trap_to_bus_ns, -- the overhead's first part: VM exit, ioreq and the daemon up to the bus access, t_bus_begin_ns - t_trap_ns (ns); NULL where overhead_ns is
        CASE WHEN clock_skewed = 0 AND t_bus_begin_ns IS NOT NULL
             THEN t_resume_ns - t_bus_end_ns END AS bus_to_resume_ns -- its second part: the daemon's answer back to the guest's resume, t_resume_ns - t_bus_end_ns (ns); NULL where overhead_ns is
-FROM transactions AS t;
+FROM (SELECT 'port' AS space, id, session_id, domid, vcpu, rip, port AS addr, size, dir, value,
+             t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns, clock_skewed, task, pcpu,
+             pre_trigger, status, storage_overlap
+      FROM transactions
+      UNION ALL
+      SELECT space, id, session_id, domid, vcpu, rip, addr, size, dir, value,
+             t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns, clock_skewed, task, pcpu,
+             pre_trigger, status, storage_overlap
+      FROM mmio_transactions) AS a;
+
+-- Every port transaction with the times derived from its stamps: the rows
+-- of access_times with space = 'port', under the names and in the column
+-- order of transactions.
+CREATE VIEW IF NOT EXISTS transaction_times AS
+SELECT
+       id,                              -- as stored in transactions
+       session_id,                      -- as stored in transactions
+       domid,                           -- as stored in transactions
+       vcpu,                            -- as stored in transactions
+       rip,                             -- as stored in transactions
+       addr AS port,                    -- as stored in transactions
+       size,                            -- as stored in transactions
+       dir,                             -- as stored in transactions
+       value,                           -- as stored in transactions
+       t_trap_ns,                       -- as stored in transactions
+       t_bus_begin_ns,                  -- as stored in transactions
+       t_bus_end_ns,                    -- as stored in transactions
+       t_resume_ns,                     -- as stored in transactions
+       clock_skewed,                    -- as stored in transactions
+       task,                            -- as stored in transactions
+       pcpu,                            -- as stored in transactions
+       pre_trigger,                     -- as stored in transactions
+       status,                          -- as stored in transactions
+       storage_overlap,                 -- as stored in transactions
+       bus_ns,                          -- bus time, as access_times defines it (ns)
+       wait_ns,                         -- the guest's wait, as access_times defines it (ns)
+       overhead_ns,                     -- proxy overhead, as access_times defines it (ns)
+       trap_to_bus_ns,                  -- the overhead's first part, as access_times defines it (ns)
+       bus_to_resume_ns                 -- its second part, as access_times defines it (ns)
+FROM access_times
+WHERE space = 'port';
+
+-- Every memory-mapped transaction with the times derived from its stamps:
+-- the rows of access_times with space = 'mmio', under the names and in the
+-- column order of mmio_transactions.
+CREATE VIEW IF NOT EXISTS mmio_transaction_times AS
+SELECT
+       id,                              -- as stored in mmio_transactions
+       session_id,                      -- as stored in mmio_transactions
+       domid,                           -- as stored in mmio_transactions
+       vcpu,                            -- as stored in mmio_transactions
+       rip,                             -- as stored in mmio_transactions
+       space,                           -- as stored in mmio_transactions
+       addr,                            -- as stored in mmio_transactions
+       size,                            -- as stored in mmio_transactions
+       dir,                             -- as stored in mmio_transactions
+       value,                           -- as stored in mmio_transactions
+       t_trap_ns,                       -- as stored in mmio_transactions
+       t_bus_begin_ns,                  -- as stored in mmio_transactions
+       t_bus_end_ns,                    -- as stored in mmio_transactions
+       t_resume_ns,                     -- as stored in mmio_transactions
+       clock_skewed,                    -- as stored in mmio_transactions
+       task,                            -- as stored in mmio_transactions
+       pcpu,                            -- as stored in mmio_transactions
+       pre_trigger,                     -- as stored in mmio_transactions
+       status,                          -- as stored in mmio_transactions
+       storage_overlap,                 -- as stored in mmio_transactions
+       bus_ns,                          -- bus time, as access_times defines it (ns)
+       wait_ns,                         -- the guest's wait, as access_times defines it (ns)
+       overhead_ns,                     -- proxy overhead, as access_times defines it (ns)
+       trap_to_bus_ns,                  -- the overhead's first part, as access_times defines it (ns)
+       bus_to_resume_ns                 -- its second part, as access_times defines it (ns)
+FROM access_times
+WHERE space = 'mmio';
 
 -- Bus latency and proxy overhead per port and direction, over 'ok'
 -- transactions: bus time and overhead as transaction_times defines them

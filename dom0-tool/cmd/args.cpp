@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// Checks of option values, shared by the subcommands.
+// Checks of option values and the options shared by the subcommands.
 #include "cmd.h"
+#include "error.h"
+#include "ranges.h"
 
 #include <cerrno>
 #include <cmath>
@@ -93,6 +95,34 @@ CLI::Validator domain_spec() {
 CLI::Validator non_empty(const std::string& what) {
     return CLI::Validator(
         [what](std::string& s) -> std::string { return s.empty() ? "empty " + what : ""; }, "");
+}
+
+void add_space_option(CLI::App* c, std::string& space) {
+    c->add_option("--space", space,
+                  "port (port transactions) or mmio (memory-mapped registers, per address"
+                  " and width)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"port", "mmio"}));
+}
+
+void add_space_options(CLI::App* c, SpaceOptions& o) {
+    add_space_option(c, o.space);
+    c->add_option("--mmio", o.mmio,
+                  "only memory-mapped accesses in these spans: FIRST-LAST, whole pages,"
+                  " comma-separated (implies --space mmio)");
+}
+
+void space_selected(CLI::App* c, const SpaceOptions& o, Selection& sel) {
+    const bool mmio = o.space == "mmio" || c->count("--mmio");
+    if (c->count("--mmio") && c->count("--space") && o.space == "port")
+        throw UserError("--mmio selects memory-mapped accesses, --space port the ports",
+                        "drop --space port, or --mmio to see the ports");
+    if (mmio && c->get_option_no_throw("--port") && c->count("--port"))
+        throw UserError("--port selects port transactions, not memory-mapped ones",
+                        "use --mmio FIRST-LAST for memory-mapped registers");
+    sel.space = mmio ? Space::mmio : Space::port;
+    if (c->count("--mmio"))
+        sel.mmio = parse_mmio_ranges(o.mmio);
 }
 
 } // namespace busprof

@@ -48,6 +48,20 @@ Symbols load_symbols(const std::vector<std::string>& specs);
 // busprof symbolize's table: per domain and RIP, of the selected rows.
 std::string symbolize_sql(const Selection& sel);
 
+// --space port|mmio and --mmio RANGES (args.cpp), for the commands that
+// read one address space's rows: port transactions by default,
+// memory-mapped ones with --space mmio or --mmio (the spans as 'busprof
+// trap --mmio' takes them).  space_selected() then sets sel's space and
+// spans; it refuses --port with either.
+struct SpaceOptions {
+    std::string space = "port";
+    std::string mmio;
+};
+void add_space_options(CLI::App* c, SpaceOptions& o);
+// --space alone, for a command without a port filter (top).
+void add_space_option(CLI::App* c, std::string& space);
+void space_selected(CLI::App* c, const SpaceOptions& o, Selection& sel);
+
 // The policy's (or the traps') ranges of a query as a JSON array of
 // {"first": PORT, "last": PORT} (policy.cpp), for policy's and trap's JSON.
 std::string ranges_json(const xen_busprof_query& q, bool traps);

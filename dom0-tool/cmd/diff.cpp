@@ -16,6 +16,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <tuple>
 
 namespace busprof {
 
@@ -50,7 +51,8 @@ Spec parse_spec(const std::string& s) {
     return {s.substr(0, colon), std::stoll(digits)};
 }
 
-using Key = std::pair<int, std::string>;            // port, dir
+// port (or address), width (memory-mapped registers; 0 for ports), dir
+using Key = std::tuple<int64_t, int, std::string>;
 using Values = std::array<std::vector<int64_t>, 2>; // bus time, overhead
 
 // One side: the 'ok' rows of its sessions pooled, bus time and overhead
@@ -63,7 +65,7 @@ struct Side {
     std::map<Key, std::array<std::vector<double>, 2>> session_p50s;
 };
 
-void load(const Spec& spec, Side& side) {
+void load(const Spec& spec, const Selection& sel, Side& side) {
     Db db = open_trace_db(spec.path);
     int64_t session = spec.session;
     if (session < 0) {
@@ -83,15 +85,18 @@ void load(const Spec& spec, Side& side) {
                             ", id " + std::to_string(sqlite3_column_int(s.get(), 1)) + ")");
     }
     std::map<Key, Values> mine;
-    Stmt s(db.get(), "SELECT port, dir, bus_ns, overhead_ns FROM transaction_times"
-                     " WHERE session_id = ? AND status = 'ok' AND bus_ns IS NOT NULL");
+    const bool mmio = sel.space == Space::mmio;
+    Stmt s(db.get(), std::string("SELECT ") + (mmio ? "addr, size" : "port, 0") +
+                         ", dir, bus_ns, overhead_ns FROM " + sel.times_view() +
+                         " WHERE session_id = ? AND status = 'ok' AND bus_ns IS NOT NULL" +
+                         sel.on_rows());
     s.bind(1, session);
     while (s.step()) {
-        auto& v = mine[{sqlite3_column_int(s.get(), 0),
-                        reinterpret_cast<const char*>(sqlite3_column_text(s.get(), 1))}];
-        v[0].push_back(sqlite3_column_int64(s.get(), 2));
-        if (sqlite3_column_type(s.get(), 3) != SQLITE_NULL)
-            v[1].push_back(sqlite3_column_int64(s.get(), 3));
+        auto& v = mine[{sqlite3_column_int64(s.get(), 0), sqlite3_column_int(s.get(), 1),
+                        reinterpret_cast<const char*>(sqlite3_column_text(s.get(), 2))}];
+        v[0].push_back(sqlite3_column_int64(s.get(), 3));
+        if (sqlite3_column_type(s.get(), 4) != SQLITE_NULL)
+            v[1].push_back(sqlite3_column_int64(s.get(), 4));
     }
     for (auto& [k, v] : mine) {
         auto& pooled = side.values[k];
@@ -107,10 +112,10 @@ void load(const Spec& spec, Side& side) {
     }
 }
 
-Side load(const std::vector<Spec>& specs) {
+Side load(const std::vector<Spec>& specs, const Selection& sel) {
     Side side;
     for (const auto& spec : specs)
-        load(spec, side);
+        load(spec, sel, side);
     return side;
 }
 
@@ -141,7 +146,7 @@ std::optional<int64_t> session_noise(const std::vector<double>& a, const std::ve
 // have no overhead: every row's clocks disagreed).  several: some side has
 // more than one session, so the change must also exceed their spread.
 enum Col {
-    kACount = 4,
+    kACount = 5,
     kBCount,
     kAP50,
     kBP50,
@@ -212,14 +217,15 @@ void compare(const std::vector<int64_t>& a, const std::vector<int64_t>& b, bool 
         ins.bind(kFlag, std::string(shift.estimate > 0 ? "slower" : "faster"));
 }
 
-size_t print_diff(const Side& a, const Side& b, const Rule& rule, Format f, std::ostream& out) {
+size_t print_diff(const Side& a, const Side& b, const Rule& rule, Space space, Format f,
+                  std::ostream& out) {
     Db mem = Db::memory();
-    mem.exec("CREATE TABLE d (port INTEGER, dir TEXT, metric TEXT, a_count INTEGER,"
+    mem.exec("CREATE TABLE d (port INTEGER, size INTEGER, dir TEXT, metric TEXT, a_count INTEGER,"
              " b_count INTEGER, a_p50_ns INTEGER, b_p50_ns INTEGER, p50_change_ns INTEGER,"
              " p50_ratio REAL, a_p99_ns INTEGER, b_p99_ns INTEGER, p99_change_ns INTEGER,"
              " p99_ratio REAL, shift_ns REAL, shift_low_ns INTEGER, shift_high_ns INTEGER,"
              " threshold_ns INTEGER, noise_ns INTEGER, p_value REAL, flag TEXT)");
-    Stmt ins(mem.get(), "INSERT INTO d VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    Stmt ins(mem.get(), "INSERT INTO d VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     std::map<Key, int> keys;
     for (auto* side : {&a, &b})
         for (auto& [k, v] : side->values)
@@ -235,19 +241,28 @@ size_t print_diff(const Side& a, const Side& b, const Rule& rule, Format f, std:
         const auto& sa = pa == a.session_p50s.end() ? kNoP50s : pa->second;
         const auto& sb = pb == b.session_p50s.end() ? kNoP50s : pb->second;
         for (int m = 0; m < 2; m++) {
-            ins.bind(1, k.first).bind(2, k.second).bind(3, std::string(m ? "overhead" : "bus"));
+            ins.bind(1, std::get<0>(k))
+                .bind(2, std::get<1>(k))
+                .bind(3, std::get<2>(k))
+                .bind(4, std::string(m ? "overhead" : "bus"));
             compare(va[m], vb[m], ia != a.values.end(), ib != b.values.end(),
                     session_noise(sa[m], sb[m], rule.confidence), several, rule, ins);
             ins.step();
             ins.reset();
         }
     }
+    // A register: its address space, its address as an address (64 bits
+    // wide, never padded as a port) and its width.
+    const std::string key = space == Space::mmio
+                                ? "'mmio' AS space, printf('0x%x', port) AS addr, size, dir"
+                                : "printf('0x%04x', port) AS port, dir";
     return print_query(mem.get(),
-                       "SELECT printf('0x%04x', port) AS port, dir, metric, a_count, b_count,"
-                       " a_p50_ns, b_p50_ns, p50_change_ns, p50_ratio, a_p99_ns, b_p99_ns,"
-                       " p99_change_ns, p99_ratio, shift_ns, shift_low_ns, shift_high_ns,"
-                       " threshold_ns, noise_ns, p_value, flag FROM d"
-                       " ORDER BY d.port, d.dir, d.metric",
+                       "SELECT " + key +
+                           ", metric, a_count, b_count,"
+                           " a_p50_ns, b_p50_ns, p50_change_ns, p50_ratio, a_p99_ns, b_p99_ns,"
+                           " p99_change_ns, p99_ratio, shift_ns, shift_low_ns, shift_high_ns,"
+                           " threshold_ns, noise_ns, p_value, flag FROM d"
+                           " ORDER BY d.port, d.size, d.dir, d.metric",
                        f, out);
 }
 
@@ -295,9 +310,13 @@ void setup_diff(CLI::App& app, Globals& g, Runner& run) {
     c->add_option("--confidence", rule->confidence,
                   "of the shift's interval and the sessions' bound, in % (default 99)")
         ->check(percent_in(50, 99.99));
+    auto space = std::make_shared<SpaceOptions>();
+    add_space_options(c, *space);
     c->add_option("--format", *format, "table, csv or json")
         ->check(CLI::IsMember({"table", "csv", "json"}));
-    c->callback([&run, specs, format, rule] {
+    c->callback([c, &run, specs, format, rule, space] {
+        auto sel = std::make_shared<Selection>();
+        space_selected(c, *space, *sel);
         const auto& [both, a_specs, b_specs] = *specs;
         if (!both.empty() && (!a_specs.empty() || !b_specs.empty()))
             throw UserError("give either --db twice or --a-db and --b-db, not both",
@@ -320,17 +339,20 @@ void setup_diff(CLI::App& app, Globals& g, Runner& run) {
             std::make_shared<std::vector<Spec>>(both.empty() ? parse(a_specs) : parse({both[0]}));
         auto sb =
             std::make_shared<std::vector<Spec>>(both.empty() ? parse(b_specs) : parse({both[1]}));
-        run = [sa, sb, format, rule] {
-            Side a = load(*sa), b = load(*sb);
+        run = [sa, sb, format, rule, sel] {
+            Side a = load(*sa, *sel), b = load(*sb, *sel);
             for (const auto& w : a.what)
                 std::cerr << "busprof: A: " << w << "\n";
             for (const auto& w : b.what)
                 std::cerr << "busprof: B: " << w << "\n";
             Output out("-");
-            const bool any = print_diff(a, b, *rule, parse_format(*format), out.stream());
+            const bool any =
+                print_diff(a, b, *rule, sel->space, parse_format(*format), out.stream());
             out.commit();
             if (!any) {
-                std::cerr << "busprof: no 'ok' transactions in either session\n";
+                std::cerr << "busprof: no 'ok' "
+                          << (sel->space == Space::mmio ? "memory-mapped " : "")
+                          << "transactions in either session\n";
                 return EXIT_SUCCESS;
             }
             std::cerr << "busprof: flag: the Hodges-Lehmann shift of B against A (shift_ns) is"

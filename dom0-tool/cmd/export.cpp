@@ -27,6 +27,32 @@ std::string us(const std::string& x) {
     return s;
 }
 
+// The access and bus slices of the rows of table (t: ports, u:
+// memory-mapped), each named by where it went (loc: port or addr) and
+// with where in args.  Values, addresses and RIPs as hex text: exact, where
+// a JSON number over 2^53 would be rounded by a reader's double.
+std::string access_events(const char* table, const char* loc, const std::string& where_args) {
+    const std::string a0 = "min(t_trap_ns, coalesce(t_bus_begin_ns, t_trap_ns))";
+    const std::string a1 = "max(t_resume_ns, coalesce(t_bus_end_ns, t_resume_ns))";
+    return " UNION ALL SELECT domid, vcpu, " + a0 +
+           ", 1, json_object('name', printf('%s 0x%x', dir, " + loc +
+           "), 'cat', 'access', 'ph', 'X', 'pid', domid, 'tid', vcpu, 'ts', " + us(a0) +
+           ", 'dur', " + us(a1 + " - " + a0) +
+           ", 'args', json_object('id', id, 'session', session_id, " + where_args +
+           ", 'dir', dir, 'value', printf('0x%x', value), 'size', size, 'rip', printf('0x%x', rip),"
+           "  'task', CASE WHEN task IS NULL THEN NULL ELSE printf('0x%x', task) END,"
+           "  'status', status, 'clock_skewed', clock_skewed,"
+           "  'clamped', json(CASE WHEN " +
+           a0 + " <> t_trap_ns OR " + a1 +
+           " <> t_resume_ns THEN 'true' ELSE 'false' END),"
+           "  't_trap_ns', t_trap_ns, 't_resume_ns', t_resume_ns)) FROM " +
+           table +
+           " UNION ALL SELECT domid, vcpu, t_bus_begin_ns, 2, json_object('name', 'bus', 'cat',"
+           "  'bus', 'ph', 'X', 'pid', domid, 'tid', vcpu, 'ts', " +
+           us("t_bus_begin_ns") + ", 'dur', " + us("bus_ns") + ", 'args', json_object('id', id, " +
+           where_args + ", 'dir', dir)) FROM " + table + " WHERE bus_ns IS NOT NULL";
+}
+
 // One JSON object per row, ordered by track and time so that each track is
 // monotonic and an access comes before the bus slice it holds, whose
 // duration is the bus time (transaction_times).  A row whose
@@ -34,9 +60,8 @@ std::string us(const std::string& x) {
 // trap..resume; its access slice is widened to hold it and says so in args.
 std::string chrome_sql(int64_t session) {
     std::string where = session >= 0 ? " WHERE session_id = " + std::to_string(session) : "";
-    std::string a0 = "min(t_trap_ns, coalesce(t_bus_begin_ns, t_trap_ns))";
-    std::string a1 = "max(t_resume_ns, coalesce(t_bus_end_ns, t_resume_ns))";
     return "WITH t AS (SELECT * FROM transaction_times" + where +
+           "), u AS (SELECT * FROM mmio_transaction_times" + where +
            "), m AS (SELECT m.*, s.domid FROM markers m JOIN sessions s ON s.id = m.session_id" +
            (session >= 0 ? " WHERE m.session_id = " + std::to_string(session) : std::string()) +
            "), ev(pid, tid, ts, ord, j) AS ("
@@ -44,31 +69,12 @@ std::string chrome_sql(int64_t session) {
            "  'tid', 0, 'args', json_object('name', 'domain ' || domid ||"
            "  coalesce(' (' || (SELECT domain_name FROM sessions s WHERE s.domid = d.domid"
            "  ORDER BY id DESC LIMIT 1) || ')', '')))"
-           " FROM (SELECT domid FROM t UNION SELECT domid FROM m) d"
+           " FROM (SELECT domid FROM t UNION SELECT domid FROM u UNION SELECT domid FROM m) d"
            " UNION ALL SELECT domid, vcpu, 0, 0, json_object('name', 'thread_name', 'ph', 'M',"
            "  'pid', domid, 'tid', vcpu, 'args', json_object('name', 'vCPU ' || vcpu))"
-           " FROM (SELECT DISTINCT domid, vcpu FROM t)"
-           " UNION ALL SELECT domid, vcpu, " +
-           a0 +
-           ", 1, json_object('name',"
-           "  printf('%s 0x%x', dir, port), 'cat', 'access', 'ph', 'X', 'pid', domid, 'tid', vcpu,"
-           "  'ts', " +
-           us(a0) + ", 'dur', " + us(a1 + " - " + a0) +
-           ", 'args', json_object('id', id, 'session', session_id, 'port', printf('0x%x', port),"
-           "  'dir', dir, 'value', printf('0x%x', value), 'size', size, 'rip', printf('0x%x', rip),"
-           "  'task', CASE WHEN task IS NULL THEN NULL ELSE printf('0x%x', task) END,"
-           "  'status', status, 'clock_skewed', clock_skewed,"
-           "  'clamped', json(CASE WHEN " +
-           a0 + " <> t_trap_ns OR " + a1 +
-           " <> t_resume_ns THEN 'true' ELSE 'false' END),"
-           "  't_trap_ns', t_trap_ns, 't_resume_ns', t_resume_ns))"
-           " FROM t"
-           " UNION ALL SELECT domid, vcpu, t_bus_begin_ns, 2, json_object('name', 'bus', 'cat', "
-           "'bus',"
-           "  'ph', 'X', 'pid', domid, 'tid', vcpu, 'ts', " +
-           us("t_bus_begin_ns") + ", 'dur', " + us("bus_ns") +
-           ", 'args', json_object('id', id, 'port', printf('0x%x', port), 'dir', dir))"
-           " FROM t WHERE bus_ns IS NOT NULL"
+           " FROM (SELECT domid, vcpu FROM t UNION SELECT domid, vcpu FROM u)" +
+           access_events("t", "port", "'port', printf('0x%x', port)") +
+           access_events("u", "addr", "'space', space, 'addr', printf('0x%x', addr)") +
            " UNION ALL SELECT domid, coalesce(vcpu, -1), t_ns, 3, json_object('name', kind, 'cat',"
            "  'marker', 'ph', 'i', 's', CASE WHEN vcpu IS NULL THEN 'p' ELSE 't' END, 'pid', domid,"
            "  'tid', coalesce(vcpu, 0), 'ts', " +
@@ -97,8 +103,9 @@ void write_chrome_trace(Db& db, int64_t session, std::ostream& out) {
 
 // The tables --format csv writes: every one of the schema but meta, which
 // holds no rows of a session.
-const std::vector<std::string> kCsvTables = {"transactions", "sessions",       "markers",
-                                             "events",       "latency_totals", "latency_buckets"};
+const std::vector<std::string> kCsvTables = {
+    "transactions", "mmio_transactions", "sessions",       "markers",
+    "events",       "latency_totals",    "latency_buckets"};
 
 struct Column {
     std::string name;

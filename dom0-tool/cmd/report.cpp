@@ -128,7 +128,10 @@ function table(id, cols, rows) {
   document.getElementById(id).appendChild(t);
   return t;
 }
-function portName(p) { return "0x" + p.port.toString(16).padStart(4, "0") + " " + p.dir; }
+function portName(p) {
+  if (p.space === "mmio") return p.addr + "/" + p.size + " " + p.dir;   // a memory-mapped register
+  return "0x" + p.port.toString(16).padStart(4, "0") + " " + p.dir;
+}
 
 function draw(d) {
   let n = 0;
@@ -141,12 +144,15 @@ function draw(d) {
 
   // Histograms: x is the bucket index (log scale), y the count.
   const H = document.getElementById("histograms");
+  const all = d.ports.concat(d.registers || []);   // ports, then memory-mapped registers
   let bmin = Infinity, bmax = -Infinity;
-  for (const p of d.ports) for (const b of p.hist) { bmin = Math.min(bmin, b[0]); bmax = Math.max(bmax, b[0]); }
-  for (const p of d.ports) {
+  for (const p of all) for (const b of p.hist) { bmin = Math.min(bmin, b[0]); bmax = Math.max(bmax, b[0]); }
+  for (const p of all) {
     const w = 460, h = 180, x0 = 40, y0 = 150, span = Math.max(bmax - bmin + 1, 8);
     const svg = chart(H, "histogram", w, h, portName(p) + ": " + p.count + " accesses, p50 " + ns(p.p50) + ", p99 " + ns(p.p99) + ", max " + ns(p.max));
-    svg.setAttribute("data-port", p.port); svg.setAttribute("data-dir", p.dir);
+    if (p.space === "mmio") { svg.setAttribute("data-addr", p.addr); svg.setAttribute("data-size", p.size); }
+    else svg.setAttribute("data-port", p.port);
+    svg.setAttribute("data-dir", p.dir);
     const top = Math.max(...p.hist.map(b => b[3]), 1), bw = (w - x0 - 10) / span;
     for (const b of p.hist) {
       const bh = (y0 - 24) * b[3] / top;
@@ -164,10 +170,10 @@ function draw(d) {
   const S = document.getElementById("split");
   const parts = ["#e6a23c", "#409eff", "#67c23a"];
   {
-    const rowh = 22, w = 620, x0 = 110, h = 30 + rowh * d.ports.length;
+    const rowh = 22, w = 620, x0 = 110, h = 30 + rowh * all.length;
     const svg = chart(S, "split-medians", w, h, "median of each part, per port");
-    const max = Math.max(...d.ports.map(p => p.split[0] + p.split[1] + p.split[2]), 1);
-    d.ports.forEach((p, i) => {
+    const max = Math.max(...all.map(p => p.split[0] + p.split[1] + p.split[2]), 1);
+    all.forEach((p, i) => {
       let x = x0; const y = 24 + i * rowh;
       text(svg, x0 - 6, y + 12, portName(p), "end");
       p.split.forEach((v, k) => {   // null: every access's clocks disagreed, drawn as 0
@@ -244,7 +250,8 @@ constexpr int kSplitAccesses = 300;
 // Per port and direction: bus times, and the overhead's parts with the
 // bus times of the rows whose clocks agree.
 struct Port {
-    int port;
+    int64_t port; // or a memory-mapped register's address
+    int size;     // a register's width; 0 for a port
     std::string dir;
     std::vector<int64_t> bus;
     std::vector<int64_t> exit, resume, busok; // rows whose clocks agree
@@ -274,29 +281,33 @@ Span span_of(Db& db, int64_t session) {
 
 // Every access of the session into ports, in the order of its port and
 // direction's first, and every `every`th (0: all) into acc as the page's
-// list of accesses.
+// list of accesses; with mmio, every memory-mapped access into registers
+// (address, width and direction) instead, and none into acc.
 std::vector<Port> read_accesses(Db& db, int64_t session, int64_t t0, int64_t every,
-                                std::ostringstream& acc) {
+                                std::ostringstream* acc, bool mmio = false) {
     std::vector<Port> ports;
-    std::map<std::pair<int, std::string>, size_t> index;
+    std::map<std::tuple<int64_t, int, std::string>, size_t> index;
     int64_t i = 0, shown = 0;
     auto json = [](const std::optional<int64_t>& v) {
         return v ? std::to_string(*v) : std::string("null");
     };
     // Bus time and the overhead's parts as the schema defines them; the
     // parts are NULL where the two clocks disagree.
-    Stmt st(db.get(), "SELECT t_trap_ns, vcpu, port, dir, trap_to_bus_ns, bus_ns,"
-                      " bus_to_resume_ns, clock_skewed, status FROM transaction_times"
-                      " WHERE session_id = ? ORDER BY t_trap_ns, id");
+    Stmt st(db.get(),
+            std::string("SELECT t_trap_ns, vcpu, ") + (mmio ? "addr" : "port") +
+                ", dir, trap_to_bus_ns, bus_ns, bus_to_resume_ns, clock_skewed, status, " +
+                (mmio ? "size FROM mmio_transaction_times" : "0 FROM transaction_times") +
+                " WHERE session_id = ? ORDER BY t_trap_ns, id");
     st.bind(1, session);
     while (st.step()) {
         sqlite3_stmt* s = st.get();
-        int port = sqlite3_column_int(s, 2);
+        int64_t port = sqlite3_column_int64(s, 2);
+        int size = sqlite3_column_int(s, 9);
         std::string dir = reinterpret_cast<const char*>(sqlite3_column_text(s, 3));
-        auto key = std::make_pair(port, dir);
+        auto key = std::make_tuple(port, size, dir);
         if (!index.count(key)) {
             index[key] = ports.size();
-            ports.push_back({port, dir, {}, {}, {}, {}});
+            ports.push_back({port, size, dir, {}, {}, {}, {}});
         }
         Port& p = ports[index[key]];
         auto value = [s](int col) -> std::optional<int64_t> {
@@ -316,14 +327,14 @@ std::vector<Port> read_accesses(Db& db, int64_t session, int64_t t0, int64_t eve
                 p.resume.push_back(*to_resume);
             }
         }
-        if (!every || i % every == 0) {
-            acc << (shown ? "," : "") << "[" << trap - t0 << "," << sqlite3_column_int(s, 1) << ","
-                << port << ",";
+        if (acc && (!every || i % every == 0)) {
+            *acc << (shown ? "," : "") << "[" << trap - t0 << "," << sqlite3_column_int(s, 1) << ","
+                 << port << ",";
             if (ok && bus)
-                acc << json(to_bus) << "," << *bus << "," << json(to_resume);
+                *acc << json(to_bus) << "," << *bus << "," << json(to_resume);
             else
-                acc << "null,null,null";
-            acc << "," << (skewed ? 1 : 0) << "," << json_string(dir) << "]";
+                *acc << "null,null,null";
+            *acc << "," << (skewed ? 1 : 0) << "," << json_string(dir) << "]";
             shown++;
         }
         i++;
@@ -331,9 +342,10 @@ std::vector<Port> read_accesses(Db& db, int64_t session, int64_t t0, int64_t eve
     return ports;
 }
 
-// "ports" (histogram of bus time, percentiles, split) and "ticks", the
-// histograms' axis labels.
-void write_ports(JsonObject& o, std::vector<Port>& ports) {
+// "ports" (histogram of bus time, percentiles, split), "registers" (the
+// same of memory-mapped registers, where the session has any) and
+// "ticks", the histograms' axis labels.
+void write_ports(JsonObject& o, std::vector<Port>& ports, std::vector<Port>& registers) {
     // A percentile as every command takes it; null where there is no value.
     auto pct = [](std::vector<int64_t>& v, int p) {
         if (v.empty())
@@ -341,42 +353,53 @@ void write_ports(JsonObject& o, std::vector<Port>& ports) {
         std::sort(v.begin(), v.end());
         return std::to_string(nearest_rank(v, p));
     };
-    std::sort(ports.begin(), ports.end(), [](const Port& a, const Port& b) {
-        return a.port != b.port ? a.port < b.port : a.dir < b.dir;
-    });
-    JsonArray all;
     int highest = 0; // the last bar of every histogram
-    for (Port& p : ports) {
-        std::map<int, int64_t> hist;
-        for (int64_t v : p.bus)
-            hist[bar_of(v)]++;
-        JsonArray bars;
-        for (auto [b, n] : hist) {
-            Bucket bar = bar_at(b);
-            bars.add_json(JsonArray()
-                              .add_json(std::to_string(b))
-                              .add_json(std::to_string(bar.lo))
-                              .add_json(std::to_string(bar.hi))
-                              .add_json(std::to_string(n))
-                              .str());
-            highest = std::max(highest, b);
+    auto array = [&](std::vector<Port>& of) {
+        std::sort(of.begin(), of.end(), [](const Port& a, const Port& b) {
+            return std::tie(a.port, a.size, a.dir) < std::tie(b.port, b.size, b.dir);
+        });
+        JsonArray all;
+        for (Port& p : of) {
+            std::map<int, int64_t> hist;
+            for (int64_t v : p.bus)
+                hist[bar_of(v)]++;
+            JsonArray bars;
+            for (auto [b, n] : hist) {
+                Bucket bar = bar_at(b);
+                bars.add_json(JsonArray()
+                                  .add_json(std::to_string(b))
+                                  .add_json(std::to_string(bar.lo))
+                                  .add_json(std::to_string(bar.hi))
+                                  .add_json(std::to_string(n))
+                                  .str());
+                highest = std::max(highest, b);
+            }
+            JsonObject key;
+            if (p.size) {
+                char hex[32];
+                std::snprintf(hex, sizeof(hex), "0x%" PRIx64, static_cast<uint64_t>(p.port));
+                key.add("space", "mmio").add("addr", hex).add("size", p.size);
+            } else {
+                key.add("port", p.port);
+            }
+            all.add_json(key.add("dir", p.dir)
+                             .add("count", static_cast<uint64_t>(p.bus.size()))
+                             .add_json("p50", pct(p.bus, 50))
+                             .add_json("p99", pct(p.bus, 99))
+                             .add_json("max", pct(p.bus, 100))
+                             .add_json("hist", bars.str())
+                             .add_json("split", JsonArray()
+                                                    .add_json(pct(p.exit, 50))
+                                                    .add_json(pct(p.busok, 50))
+                                                    .add_json(pct(p.resume, 50))
+                                                    .str())
+                             .str());
         }
-        all.add_json(JsonObject()
-                         .add("port", p.port)
-                         .add("dir", p.dir)
-                         .add("count", static_cast<uint64_t>(p.bus.size()))
-                         .add_json("p50", pct(p.bus, 50))
-                         .add_json("p99", pct(p.bus, 99))
-                         .add_json("max", pct(p.bus, 100))
-                         .add_json("hist", bars.str())
-                         .add_json("split", JsonArray()
-                                                .add_json(pct(p.exit, 50))
-                                                .add_json(pct(p.busok, 50))
-                                                .add_json(pct(p.resume, 50))
-                                                .str())
-                         .str());
-    }
-    o.add_json("ports", all.str());
+        return all.str();
+    };
+    o.add_json("ports", array(ports));
+    if (!registers.empty())
+        o.add_json("registers", array(registers));
     // The axis' labels: the bars that begin a power of two.
     JsonArray ticks;
     for (int b = 1; b <= highest + 1; b++)
@@ -429,8 +452,9 @@ std::string build_json(Db& db, int64_t session, const Symbols& syms) {
     const int64_t t0 = sp.t0, t1 = sp.t1, total = sp.total;
     int64_t every = total > kMaxAccesses ? (total + kMaxAccesses - 1) / kMaxAccesses : 0;
     std::ostringstream acc;
-    std::vector<Port> ports = read_accesses(db, session, t0, every, acc);
-    write_ports(o, ports);
+    std::vector<Port> ports = read_accesses(db, session, t0, every, &acc);
+    std::vector<Port> registers = read_accesses(db, session, t0, every, nullptr, true);
+    write_ports(o, ports, registers);
     o.add_json("accesses", "[" + acc.str() + "]")
         .add("sampled", every)
         .add("span_ns", t1 - t0)

@@ -37,14 +37,17 @@ void setup_stats(CLI::App& app, Globals& g, Runner& run) {
     c->add_option("--vcpu", sel->vcpu, "only this vCPU (reads every row)")
         ->check(integer_in(0, 0xffff));
     c->add_option("--port", *ports, "only these ports: FIRST-LAST or PORT, comma-separated");
+    auto space = std::make_shared<SpaceOptions>();
+    add_space_options(c, *space);
     c->add_option("--format", *format, "table, csv or json")
         ->check(CLI::IsMember({"table", "csv", "json"}));
     c->add_flag("--exact", *exact,
                 "percentiles from every row, not from the summaries (within 1/256); slow on"
                 " big traces");
-    c->callback([c, &g, &run, format, sel, ports, exact, by, specs, domain] {
+    c->callback([c, &g, &run, format, sel, ports, exact, by, specs, domain, space] {
         if (!specs->empty() && *by != "rip")
             throw UserError("--symbols names instructions", "use it with --by rip");
+        space_selected(c, *space, *sel);
         if (c->count("--port"))
             sel->ports = parse_port_ranges(*ports);
         run = [&g, format, sel, exact, by, specs, domain] {
@@ -53,9 +56,26 @@ void setup_stats(CLI::App& app, Globals& g, Runner& run) {
             if (!domain->empty())
                 sel->domid = trace_db_domain(db, *domain);
             Output out("-");
+            // The rows of the other address space, which this table leaves
+            // out: said on stderr, so that the table stays what it was.
+            auto other_space = [&] {
+                if (sel->space == Space::mmio)
+                    return;
+                Selection mmio = *sel;
+                mmio.ports.clear();
+                mmio.space = Space::mmio;
+                const int64_t n = db.scalar(std::string("SELECT count(*) FROM ") +
+                                            mmio.times_view() + " WHERE 1" + mmio.on_rows());
+                if (n)
+                    std::cerr << "busprof: " << n << " memory-mapped "
+                              << (n == 1 ? "access" : "accesses")
+                              << " not shown: --space mmio shows them\n";
+            };
             auto none = [&] {
-                std::cerr << "busprof: no transactions recorded in " << g.db
+                std::cerr << "busprof: no " << (sel->space == Space::mmio ? "memory-mapped " : "")
+                          << "transactions recorded in " << g.db
                           << (sel->empty() ? "" : " for this selection") << "\n";
+                other_space();
             };
             if (*by == "rip") {
                 // Per instruction: from every row, the symbol where --symbols knows it.
@@ -91,6 +111,7 @@ void setup_stats(CLI::App& app, Globals& g, Runner& run) {
                 none();
                 return EXIT_SUCCESS;
             }
+            other_space();
             if (from_rows)
                 return EXIT_SUCCESS;
             std::cerr

@@ -25,12 +25,15 @@ Symbols load_symbols(const std::vector<std::string>& specs) {
 
 std::string symbolize_sql(const Selection& sel) {
     std::string where = "WHERE rip != 0" + sel.on_rows();
+    // An instruction's memory-mapped registers as addresses, never as ports.
+    const std::string accessed = sel.space == Space::mmio
+                                     ? "group_concat(DISTINCT printf('0x%x', addr)) AS addrs"
+                                     : "group_concat(DISTINCT printf('0x%04x', port)) AS ports";
     return "SELECT domid, printf('0x%x', rip) AS rip, symbol(rip) AS symbol,"
-           " source(rip) AS source, count(*) AS accesses,"
-           " group_concat(DISTINCT printf('0x%04x', port)) AS ports,"
-           " sum(bus_ns) AS bus_ns, CAST(round(avg(bus_ns)) AS INTEGER) AS mean_bus_ns"
-           " FROM transaction_times " +
-           where + " GROUP BY domid, rip ORDER BY domid, bus_ns DESC, rip";
+           " source(rip) AS source, count(*) AS accesses, " +
+           accessed +
+           ", sum(bus_ns) AS bus_ns, CAST(round(avg(bus_ns)) AS INTEGER) AS mean_bus_ns FROM " +
+           sel.times_view() + " " + where + " GROUP BY domid, rip ORDER BY domid, bus_ns DESC, rip";
 }
 
 void setup_symbolize(CLI::App& app, Globals& g, Runner& run) {
@@ -49,15 +52,18 @@ void setup_symbolize(CLI::App& app, Globals& g, Runner& run) {
     c->add_option("--domid", *domain, "the same as --domain")->check(domain_spec())->excludes(dom);
     c->add_option("--format", *format, "table, csv or json")
         ->check(CLI::IsMember({"table", "csv", "json"}));
-    c->callback([&g, &run, specs, format, session, domain] {
-        run = [&g, specs, format, session, domain] {
+    auto space = std::make_shared<SpaceOptions>();
+    add_space_options(c, *space);
+    c->callback([c, &g, &run, specs, format, session, domain, space] {
+        Selection sel{*session, -1, -1, {}, Space::port, {}};
+        space_selected(c, *space, sel);
+        run = [&g, specs, format, domain, sel]() mutable {
             Symbols syms = load_symbols(*specs);
             Db db = open_trace_db(g.db);
-            const int domid = domain->empty() ? -1 : trace_db_domain(db, *domain);
+            sel.domid = domain->empty() ? -1 : trace_db_domain(db, *domain);
             syms.register_sql(db.get());
             Output out("-");
-            if (!print_query(db.get(), symbolize_sql(Selection{*session, domid, -1, {}}),
-                             parse_format(*format), out.stream()))
+            if (!print_query(db.get(), symbolize_sql(sel), parse_format(*format), out.stream()))
                 std::cerr << "busprof: no transaction with an instruction address in " << g.db
                           << "\n";
             out.commit();

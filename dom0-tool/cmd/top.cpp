@@ -17,8 +17,10 @@
 #include <optional>
 #include <poll.h>
 #include <sstream>
+#include <string_view>
 #include <sys/ioctl.h>
 #include <termios.h>
+#include <tuple>
 #include <unistd.h>
 #include <vector>
 
@@ -35,7 +37,9 @@ std::optional<int64_t> pct(std::vector<int64_t>& v, int p) {
 }
 
 struct PortRow {
-    int port = 0;
+    int64_t port = 0;       // or a memory-mapped register's address
+    int size = 0;           // a register's width
+    std::string_view space; // "mmio" for a register
     std::string dir;
     uint64_t n = 0, errors = 0, timeouts = 0;
     double per_s = 0;
@@ -57,22 +61,26 @@ const char* sort_name(SortBy s) {
     return "?";
 }
 
-// What the frame shows of one interval: the rows recorded since last_id.
+// What the frame shows of one interval: the rows recorded since last_id,
+// per port and direction, or with mmio, memory-mapped ones per register
+// (address and width) and direction.
 std::vector<PortRow> interval(Db& db, int64_t session, int64_t& last_id, double seconds,
-                              SortBy sort) {
+                              SortBy sort, bool mmio) {
     struct Acc {
         std::vector<int64_t> bus, ovh;
         uint64_t n = 0, errors = 0, timeouts = 0;
     };
-    std::map<std::pair<int, std::string>, Acc> acc;
-    Stmt st(db.get(), "SELECT id, port, dir, status, bus_ns, overhead_ns FROM transaction_times"
-                      " WHERE session_id = ? AND id > ? ORDER BY id");
+    std::map<std::tuple<int64_t, int, std::string>, Acc> acc;
+    Stmt st(db.get(), std::string("SELECT id, ") + (mmio ? "addr" : "port") +
+                          ", dir, status, bus_ns, overhead_ns, " +
+                          (mmio ? "size FROM mmio_transaction_times" : "0 FROM transaction_times") +
+                          " WHERE session_id = ? AND id > ? ORDER BY id");
     st.bind(1, session).bind(2, last_id);
     while (st.step()) {
         sqlite3_stmt* s = st.get();
         last_id = sqlite3_column_int64(s, 0);
-        auto key = std::make_pair(sqlite3_column_int(s, 1),
-                                  reinterpret_cast<const char*>(sqlite3_column_text(s, 2)));
+        auto key = std::make_tuple(sqlite3_column_int64(s, 1), sqlite3_column_int(s, 6),
+                                   reinterpret_cast<const char*>(sqlite3_column_text(s, 2)));
         Acc& a = acc[key];
         a.n++;
         std::string status = reinterpret_cast<const char*>(sqlite3_column_text(s, 3));
@@ -88,8 +96,10 @@ std::vector<PortRow> interval(Db& db, int64_t session, int64_t& last_id, double 
     std::vector<PortRow> rows;
     for (auto& [k, a] : acc) {
         PortRow r;
-        r.port = k.first;
-        r.dir = k.second;
+        r.port = std::get<0>(k);
+        r.size = std::get<1>(k);
+        r.space = mmio ? "mmio" : "port";
+        r.dir = std::get<2>(k);
         r.n = a.n;
         r.errors = a.errors;
         r.timeouts = a.timeouts;
@@ -111,7 +121,7 @@ std::vector<PortRow> interval(Db& db, int64_t session, int64_t& last_id, double 
         case SortBy::port:
             break;
         }
-        return a.port < b.port;
+        return std::tie(a.port, a.size) < std::tie(b.port, b.size);
     });
     return rows;
 }
@@ -141,7 +151,7 @@ const Column kColumns[] = {
     {"port", 6, false, 0,
      [](const PortRow& r) {
          char b[8];
-         std::snprintf(b, sizeof(b), "0x%04x", r.port);
+         std::snprintf(b, sizeof(b), "0x%04x", static_cast<int>(r.port));
          return std::string(b);
      }},
     {"dir", 3, true, 0, [](const PortRow& r) { return r.dir; }},
@@ -159,7 +169,19 @@ const Column kColumns[] = {
     {"errors", 6, false, 3, [](const PortRow& r) { return std::to_string(r.errors); }},
     {"timeouts", 8, false, 4, [](const PortRow& r) { return std::to_string(r.timeouts); }},
 };
-constexpr size_t kNrColumns = sizeof(kColumns) / sizeof(kColumns[0]);
+// A memory-mapped register's columns, in place of the port's: its address
+// space, its address as an address (64 bits wide, never padded as a port)
+// and its width.
+const Column kRegisterColumns[] = {
+    {"space", 5, true, 0, [](const PortRow& r) { return std::string(r.space); }},
+    {"addr", 10, false, 0,
+     [](const PortRow& r) {
+         char b[24];
+         std::snprintf(b, sizeof(b), "0x%" PRIx64, static_cast<uint64_t>(r.port));
+         return std::string(b);
+     }},
+    {"size", 4, false, 0, [](const PortRow& r) { return std::to_string(r.size); }},
+};
 
 // Words (runs of text between double blanks) packed into lines of at most
 // cols characters; a word longer than that is cut.
@@ -187,7 +209,12 @@ void wrap(std::ostringstream& o, const std::string& text, size_t cols) {
 
 std::string frame(const std::map<std::string, std::string>& st, const std::vector<PortRow>& rows,
                   double seconds, SortBy sort, bool interactive, const std::string& note,
-                  Size size = {}) {
+                  Size size = {}, bool mmio = false) {
+    std::vector<Column> columns(std::begin(kColumns), std::end(kColumns));
+    if (mmio) {
+        columns.erase(columns.begin());
+        columns.insert(columns.begin(), std::begin(kRegisterColumns), std::end(kRegisterColumns));
+    }
     auto get = [&](const char* k) {
         auto it = st.find(k);
         return it == st.end() ? std::string("?") : it->second;
@@ -209,26 +236,26 @@ std::string frame(const std::map<std::string, std::string>& st, const std::vecto
 
     // The columns, each as wide as its widest value; on a narrow terminal
     // the ones of least use go (the priorities above) and a line says so.
-    size_t width[kNrColumns];
-    for (size_t c = 0; c < kNrColumns; c++) {
-        width[c] = static_cast<size_t>(kColumns[c].width);
+    std::vector<size_t> width(columns.size());
+    for (size_t c = 0; c < columns.size(); c++) {
+        width[c] = static_cast<size_t>(columns[c].width);
         for (auto& r : rows)
-            width[c] = std::max(width[c], kColumns[c].value(r).size());
+            width[c] = std::max(width[c], columns[c].value(r).size());
     }
-    bool shown[kNrColumns];
+    std::vector<bool> shown(columns.size());
     std::string hidden;
-    for (size_t c = 0; c < kNrColumns; c++)
+    for (size_t c = 0; c < columns.size(); c++)
         shown[c] = true;
     for (int drop = 9; size.cols; drop--) {
         size_t total = 0;
-        for (size_t c = 0; c < kNrColumns; c++)
+        for (size_t c = 0; c < columns.size(); c++)
             total += shown[c] ? width[c] + (total ? 1 : 0) : 0;
         if (total <= size.cols || drop == 0)
             break;
-        for (size_t c = 0; c < kNrColumns; c++)
-            if (kColumns[c].priority == drop) {
+        for (size_t c = 0; c < columns.size(); c++)
+            if (columns[c].priority == drop) {
                 shown[c] = false;
-                hidden = std::string(kColumns[c].name) + (hidden.empty() ? "" : " ") + hidden;
+                hidden = std::string(columns[c].name) + (hidden.empty() ? "" : " ") + hidden;
             }
     }
     if (!hidden.empty())
@@ -236,16 +263,16 @@ std::string frame(const std::map<std::string, std::string>& st, const std::vecto
     o << "\n";
     auto line = [&](auto&& cell) {
         std::string l;
-        for (size_t c = 0; c < kNrColumns; c++) {
+        for (size_t c = 0; c < columns.size(); c++) {
             if (!shown[c])
                 continue;
             const std::string v = cell(c);
             const std::string pad(width[c] > v.size() ? width[c] - v.size() : 0, ' ');
-            l += (l.empty() ? "" : " ") + (kColumns[c].left ? v + pad : pad + v);
+            l += (l.empty() ? "" : " ") + (columns[c].left ? v + pad : pad + v);
         }
         o << l.substr(0, size.cols ? size.cols : l.size()) << "\n";
     };
-    line([](size_t c) { return std::string(kColumns[c].name); });
+    line([&](size_t c) { return std::string(columns[c].name); });
     // The rows the terminal has lines for, below what is printed already
     // and above the total (and the line saying how many more there are).
     const std::string so_far = o.str();
@@ -256,13 +283,18 @@ std::string frame(const std::map<std::string, std::string>& st, const std::vecto
     uint64_t total = 0;
     for (size_t i = 0; i < rows.size(); i++) {
         if (i < fit)
-            line([&](size_t c) { return kColumns[c].value(rows[i]); });
+            line([&](size_t c) { return columns[c].value(rows[i]); });
         total += rows[i].n;
     }
     if (fit < rows.size())
         wrap(o, "(" + std::to_string(rows.size() - fit) + " more, not shown)", size.cols);
-    std::snprintf(buf, sizeof(buf), "%-10s %9" PRIu64 " %9.0f", "total", total,
-                  seconds > 0 ? static_cast<double>(total) / seconds : 0.0);
+    // "total" under the columns that name the port or register, the
+    // figures under accesses and per_s.
+    size_t key = 0;
+    for (size_t c = 0; std::string_view(columns[c].name) != "accesses"; c++)
+        key += shown[c] ? width[c] + (key ? 1 : 0) : 0;
+    std::snprintf(buf, sizeof(buf), "%-*s %9" PRIu64 " %9.0f", static_cast<int>(key), "total",
+                  total, seconds > 0 ? static_cast<double>(total) / seconds : 0.0);
     o << std::string(buf).substr(0, size.cols ? size.cols : sizeof(buf)) << "\n";
     return o.str();
 }
@@ -314,6 +346,7 @@ struct TopOptions {
     uint64_t iterations = 0;
     std::string db_path;
     std::string sort = "count";
+    bool mmio = false; // --space mmio: memory-mapped registers, not ports
 };
 
 const auto kTimeout = std::chrono::milliseconds(5000);
@@ -366,7 +399,7 @@ struct Shown {
 // One frame: the rows recorded since last_id, under the daemon's status
 // (st, which it updates; a rearm starts the new session from its start).
 Shown next_frame(Globals& g, Db& db, std::map<std::string, std::string>& st, int64_t& session,
-                 int64_t& last_id, double secs, SortBy by) {
+                 int64_t& last_id, double secs, SortBy by, bool mmio) {
     // What the daemon recorded until now, written: records wait
     // for the writer's next burst (up to a second), and a frame
     // would otherwise count them when they were written, in lumps.
@@ -384,7 +417,7 @@ Shown next_frame(Globals& g, Db& db, std::map<std::string, std::string>& st, int
         session = s; // a rearm: the new session from its start
         last_id = 0;
     }
-    auto rows = interval(db, session, last_id, secs, by);
+    auto rows = interval(db, session, last_id, secs, by, mmio);
     // The header from a status asked after the rows were read,
     // so it is never older than they are: rows the writer
     // committed after the first status (a guest's start_trap
@@ -423,7 +456,8 @@ int run_top(Globals& g, const TopOptions& o) {
     int64_t last_id = 0;
     // The first frame covers what is recorded from now on.
     {
-        Stmt s(db.get(), "SELECT coalesce(max(id), 0) FROM transactions");
+        Stmt s(db.get(), std::string("SELECT coalesce(max(id), 0) FROM ") +
+                             (o.mmio ? "mmio_transactions" : "transactions"));
         if (s.step())
             last_id = sqlite3_column_int64(s.get(), 0);
     }
@@ -438,10 +472,10 @@ int run_top(Globals& g, const TopOptions& o) {
             g_resized = 0;
             if (last.drawn) {
                 std::fputs("\x1b[H\x1b[2J", stdout);
-                std::fputs(
-                    frame(last.st, last.rows, last.secs, by, true, last.note, terminal_size())
-                        .c_str(),
-                    stdout);
+                std::fputs(frame(last.st, last.rows, last.secs, by, true, last.note,
+                                 terminal_size(), o.mmio)
+                               .c_str(),
+                           stdout);
                 flush_stdout();
             }
             n--; // not a frame of its own
@@ -450,9 +484,9 @@ int run_top(Globals& g, const TopOptions& o) {
         auto now = std::chrono::steady_clock::now();
         double secs = std::chrono::duration<double>(now - t_prev).count();
         t_prev = now;
-        last = next_frame(g, db, st, session, last_id, secs, by);
+        last = next_frame(g, db, st, session, last_id, secs, by, o.mmio);
         std::string f = frame(last.st, last.rows, secs, by, interactive, last.note,
-                              interactive ? terminal_size() : Size{});
+                              interactive ? terminal_size() : Size{}, o.mmio);
         if (interactive)
             std::fputs("\x1b[H\x1b[2J", stdout);
         std::fputs(f.c_str(), stdout);
@@ -477,9 +511,14 @@ void setup_top(CLI::App& app, Globals& g, Runner& run) {
     c->add_flag("--batch", o->batch, "print the frames as plain text, for scripts (no keys)");
     c->add_option("--iterations", o->iterations, "stop after this many frames (0: until q or ^C)")
         ->check(integer_in(0, UINT32_MAX));
-    c->add_option("--sort", o->sort, "count, bus, overhead or port")
+    c->add_option("--sort", o->sort, "count, bus, overhead or port (the port or the address)")
         ->check(CLI::IsMember({"count", "bus", "overhead", "port"}));
-    c->callback([&g, &run, o] { run = [&g, o] { return run_top(g, *o); }; });
+    auto space = std::make_shared<std::string>("port");
+    add_space_option(c, *space);
+    c->callback([&g, &run, o, space] {
+        o->mmio = *space == "mmio";
+        run = [&g, o] { return run_top(g, *o); };
+    });
 }
 
 } // namespace busprof

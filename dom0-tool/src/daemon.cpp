@@ -999,6 +999,7 @@ std::string Daemon::handle(ControlCommand cmd) {
                  {"unrecorded", to_string(counters_.unrecorded)},
                  {"timeouts", to_string(counters_.timeouts)},
                  {"traps", to_string(traps_.size())},
+                 {"mmio_traps", to_string(mmio_traps_.size())},
                  {"queue",
                   to_string(writer_->queued()) + "/" + to_string(writer_->queue_capacity())},
                  {"refused", to_string(refusals_.accesses)},

@@ -190,6 +190,11 @@ void migrate(Db& db, const std::string& path) {
             db.exec("UPDATE meta SET value = '" + std::to_string(kSchemaVersion) +
                     "' WHERE key = 'schema_version'");
         }
+        // A file written before access_times has its own transaction_times,
+        // a second definition of the same figures: the schema's replaces it.
+        if (k != Kind::empty &&
+            !db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'access_times'"))
+            db.exec("DROP VIEW IF EXISTS transaction_times");
         db.exec(kSchemaSql);
         db.exec("PRAGMA application_id = " + std::to_string(kApplicationId));
         if (k == Kind::empty)

@@ -37,10 +37,12 @@ inline TransactionTimes times_of(const Record& r) {
 // The only one busprof computes.  The sample must not be empty.
 int64_t nearest_rank(std::span<const int64_t> sorted, int pct);
 
-// Makes transaction_times readable on a connection to a trace written
-// before the view existed and opened read-only: a TEMP view of this
-// busprof's definition (a file opened for writing gets it from the
-// schema).  Nothing is written to the file.
+// Makes the derived-times views (access_times, transaction_times,
+// mmio_transaction_times) readable on a connection to a trace written
+// before they existed and opened read-only: TEMP views of this busprof's
+// definitions, over an empty TEMP mmio_transactions where the file has
+// none (a file opened for writing gets them from the schema).  Nothing is
+// written to the file.
 void add_transaction_times(Db& db);
 
 } // namespace busprof

@@ -7,13 +7,15 @@ namespace busprof {
 
 namespace {
 
-std::string ports_condition(const std::vector<PortRange>& ports) {
-    if (ports.empty())
+// " AND (column BETWEEN first AND last OR ...)" for each range.
+template <typename Range>
+std::string ranges_condition(const char* column, const std::vector<Range>& ranges) {
+    if (ranges.empty())
         return {};
     std::string c = " AND (";
-    for (size_t i = 0; i < ports.size(); i++)
-        c += (i ? " OR " : "") + std::string("port BETWEEN ") + std::to_string(ports[i].first) +
-             " AND " + std::to_string(ports[i].last);
+    for (size_t i = 0; i < ranges.size(); i++)
+        c += (i ? " OR " : "") + std::string(column) + " BETWEEN " +
+             std::to_string(ranges[i].first) + " AND " + std::to_string(ranges[i].last);
     return c + ")";
 }
 
@@ -22,7 +24,7 @@ struct Key {
     std::string stored, shown, order; // order: of the stored values, not the shown text
 };
 
-Key key_of(Grouping by) {
+Key key_of(Grouping by, Space space) {
     switch (by) {
     case Grouping::vcpu:
         return {"domid, vcpu", "domid, vcpu", "r.domid, r.vcpu"};
@@ -34,6 +36,12 @@ Key key_of(Grouping by) {
     case Grouping::port:
         break;
     }
+    // A register: its address as an address (64 bits wide, never padded
+    // as a port) and its width.
+    if (space == Space::mmio)
+        return {"domid, addr, size, dir",
+                "domid, 'mmio' AS space, printf('0x%x', addr) AS addr, size, dir",
+                "r.domid, r.addr, r.size, r.dir"};
     return {"domid, port, dir", "domid, printf('0x%04x', port) AS port, dir",
             "r.domid, r.port, r.dir"};
 }
@@ -52,10 +60,10 @@ const std::string kBusAndOverhead = "bus_ns, overhead_ns AS ovh_ns";
 const std::string kOkRows = " FROM transaction_times WHERE status = 'ok'";
 
 std::string exact_sql(const Selection& sel, Grouping by) {
-    Key k = key_of(by);
+    Key k = key_of(by, sel.space);
     std::string sql = "WITH t AS (SELECT " + k.stored + ", " + kBusAndOverhead +
-                      ", trap_to_bus_ns AS to_bus_ns, bus_to_resume_ns AS to_resume_ns" + kOkRows +
-                      sel.on_rows() + ")";
+                      ", trap_to_bus_ns AS to_bus_ns, bus_to_resume_ns AS to_resume_ns FROM " +
+                      sel.times_view() + " WHERE status = 'ok'" + sel.on_rows() + ")";
     // Ranks by each column; the rows without overhead rank after the
     // others, whose count is no.
     std::string over = " OVER (PARTITION BY " + k.stored;
@@ -129,6 +137,10 @@ std::string summary_sql(const Selection& sel, const std::vector<SummaryLag>& tai
 
 } // namespace
 
+const char* Selection::times_view() const {
+    return space == Space::mmio ? "mmio_transaction_times" : "transaction_times";
+}
+
 std::string Selection::on_rows() const {
     std::string c = on_summaries();
     if (vcpu >= 0)
@@ -142,7 +154,8 @@ std::string Selection::on_summaries() const {
         c += " AND session_id = " + std::to_string(session);
     if (domid >= 0)
         c += " AND domid = " + std::to_string(domid);
-    return c + ports_condition(ports);
+    return c + (space == Space::mmio ? ranges_condition("addr", mmio)
+                                     : ranges_condition("port", ports));
 }
 
 std::string Selection::on_sessions() const {
@@ -155,12 +168,19 @@ std::string Selection::on_sessions() const {
 }
 
 bool summaries_answer(const Selection& sel, Grouping by) {
-    return by == Grouping::port && sel.vcpu < 0;
+    return by == Grouping::port && sel.vcpu < 0 && sel.space == Space::port;
 }
 
 bool latency_exact(Db& db, const Selection& sel, Grouping by, bool asked, std::string* why) {
     if (asked)
         return true;
+    if (sel.space == Space::mmio) {
+        if (why && db.scalar(std::string("SELECT count(*) FROM ") + sel.times_view() + " WHERE 1" +
+                             sel.on_rows()) > kExactUpTo)
+            *why = "the summaries keep no memory-mapped accesses: percentiles from every row"
+                   " (slow on a big trace)";
+        return true;
+    }
     if (!db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'latency_totals'")) {
         if (why &&
             db.scalar("SELECT count(*) FROM transactions WHERE 1" + sel.on_rows()) > kExactUpTo)

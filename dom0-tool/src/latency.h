@@ -14,14 +14,27 @@ namespace busprof {
 
 class Db;
 
-// Which transactions a table covers; -1 or empty: all.
+// The address space a table covers: port transactions (transactions) or
+// memory-mapped ones (mmio_transactions).
+enum class Space { port, mmio };
+
+// Which transactions a table covers; -1 or empty: all.  ports filters
+// port rows, mmio memory-mapped rows (each access whose first byte lies
+// in a span).
 struct Selection {
     int64_t session = -1;
     int domid = -1;
     int vcpu = -1;
     std::vector<PortRange> ports;
+    Space space = Space::port;
+    std::vector<MmioRange> mmio;
 
-    bool empty() const { return session < 0 && domid < 0 && vcpu < 0 && ports.empty(); }
+    bool empty() const {
+        return session < 0 && domid < 0 && vcpu < 0 && ports.empty() && mmio.empty();
+    }
+    // The view of the space's rows with their derived times:
+    // transaction_times or mmio_transaction_times.
+    const char* times_view() const;
     // " AND ..." conditions on transactions (every field), on the summary
     // tables (session, domain, ports: they keep no vCPU) and on sessions
     // (session, domain).
@@ -30,8 +43,9 @@ struct Selection {
     std::string on_sessions() const;
 };
 
-// Rows of the table: per domain, port and direction, per domain and vCPU,
-// or per domain and task.
+// Rows of the table: per domain, port and direction (memory-mapped: per
+// domain, register and direction, a register being an address and a
+// width), per domain and vCPU, or per domain and task.
 enum class Grouping { port, vcpu, task };
 
 // Up to this many 'ok' transactions in the selection, stats reads every row
@@ -40,7 +54,7 @@ enum class Grouping { port, vcpu, task };
 constexpr int64_t kExactUpTo = 100000;
 
 // Whether the summaries hold what the table asks: they are kept per
-// session, domain, port and direction only.
+// session, domain, port and direction only, of port transactions.
 bool summaries_answer(const Selection& sel, Grouping by);
 
 // Whether the percentiles come from every row: asked for, a grouping or a

@@ -7,6 +7,9 @@ usage: e2e_test.py CASE --bin BUILD_DIR      (one case, as ctest runs them)
        e2e_test.py all --bin BUILD_DIR
 """
 import argparse
+import csv
+import io
+import json
 import os
 import re
 import signal
@@ -567,17 +570,24 @@ def relative_pairs_each_read_with_its_record(rig):
                int(f["overhead_p99_unmarked_ns"]) / int(f["plain_p99_ns"])) < 0.001, lines[0]
 
 
-def mmio_edu_sequence_recorded_and_extracted(rig):
-    """The edu driver's memory-mapped accesses under a trap: one row each in
-    mmio_transactions, in order, with address, width, value and RIP; the
-    untrapped page and the access after the stop leave none; the guest's
-    extract gives back the same."""
+def record_edu_driver(rig):
+    """The edu driver run once under a daemon that may serve its BAR; its
+    result."""
     rig.busprof("policy", DOMAIN, "--allow-mmio", "0xfebf0000-0xfebfffff",
                 "--sim-socket", rig.sim_sock)
     rig.start_daemon()
     r = rig.guest([rig.exe("guest-lib/busprof-edu-driver")])
     assert r.returncode == 0, r.stdout + r.stderr
     rig.stop_daemon()
+    return r
+
+
+def mmio_edu_sequence_recorded_and_extracted(rig):
+    """The edu driver's memory-mapped accesses under a trap: one row each in
+    mmio_transactions, in order, with address, width, value and RIP; the
+    untrapped page and the access after the stop leave none; the guest's
+    extract gives back the same."""
+    r = record_edu_driver(rig)
     made = [(d, int(a, 16), int(s), int(v, 16))
             for d, a, s, v in re.findall(r"^ACCESS (\w+) (\S+) (\d+) (\S+)$", r.stdout, re.M)]
     polls = int(re.search(r"^POLLS (\d+)$", r.stdout, re.M).group(1))
@@ -632,6 +642,11 @@ def mmio_trap_refusals_and_dom0_trap(rig):
         assert "mmio traps:  (none)" in r.stdout, r.stdout
     r = bp("trap", DOMAIN, "--mmio", "0xfebf0000-0xfebf0fff")
     assert r.returncode == 0 and "memory-mapped traps: 0xfebf0000-0xfebf0fff" in r.stdout, r.stdout
+    # status counts the span as it counts port traps.
+    st = rig.busprof("status", "--socket", rig.ctl_sock).stdout
+    assert re.search(r" traps \d+ mmio_traps 1 ", st), st
+    st = json.loads(rig.busprof("status", "--socket", rig.ctl_sock, "--format", "json").stdout)
+    assert st["mmio_traps"] == 1, st
     r = bp("trap", DOMAIN, "--mmio", "0xfebf0000-0xfebf0fff")
     assert r.returncode == 1 and "overlaps a span that is trapped" in r.stderr, r.stderr
     # The driver's own trap now overlaps dom0's: it is refused, and says so.
@@ -639,6 +654,8 @@ def mmio_trap_refusals_and_dom0_trap(rig):
     assert g.returncode == 1 and "File exists" in g.stderr, g.stdout + g.stderr
     r = bp("untrap", DOMAIN, "--mmio", "0xfebf0000-0xfebf0fff")
     assert r.returncode == 0, r.stderr
+    st = rig.busprof("status", "--socket", rig.ctl_sock).stdout
+    assert " mmio_traps 0 " in st, st
     r = bp("untrap", DOMAIN, "--mmio", "0xfebf0000-0xfebf0fff")
     assert r.returncode == 1 and "not a trapped span" in r.stderr, r.stderr
     rig.stop_daemon()
@@ -648,8 +665,98 @@ def mmio_trap_refusals_and_dom0_trap(rig):
         marks
 
 
+def nearest_rank(values, pct):
+    """The nearest-rank percentile, as the schema's views take it."""
+    v = sorted(values)
+    return v[max((len(v) * pct + 99) // 100, 1) - 1]
+
+
+def mmio_rows_in_the_analysis_commands(rig):
+    """The edu driver's memory-mapped rows as stats, symbolize, export, diff
+    and report show them: per register (address and width) with its address space,
+    addresses as addresses, figures and 64-bit values as the DB holds them;
+    the port table leaves them out and says so."""
+    record_edu_driver(rig)
+    rows = query(rig.db, "SELECT id, addr, size, dir, value, rip, bus_ns, status"
+                         " FROM mmio_transaction_times ORDER BY id")
+    assert rows and query(rig.db, "SELECT count(*) FROM transactions")[0][0] == 0
+    regs = {}
+    for _, a, sz, d, _, _, bus, st in rows:
+        if st == "ok":
+            regs.setdefault((a, sz, d), []).append(bus)
+    assert any(sz == 8 for _, sz, _ in regs), regs
+
+    # stats: one row per register and direction, figures from the rows.
+    out = json.loads(rig.busprof("stats", "--db", rig.db, "--space", "mmio",
+                                 "--format", "json").stdout)
+    got = {(int(o["addr"], 16), o["size"], o["dir"]): o for o in out}
+    assert set(got) == set(regs), (got, regs)
+    for k, bus in regs.items():
+        o = got[k]
+        assert o["space"] == "mmio" and o["addr"] == "0x%x" % k[0], o
+        assert (o["count"], o["p50_ns"], o["p99_ns"], o["max_ns"]) == \
+            (len(bus), nearest_rank(bus, 50), nearest_rank(bus, 99), max(bus)), (k, o, bus)
+    table = rig.busprof("stats", "--db", rig.db, "--space", "mmio").stdout.splitlines()
+    assert len({len(line) for line in table if not line.startswith("-")}) == 1, table
+    # A span of one page: only its registers; the port table: none, said.
+    first = min(a for a, _, _ in regs)
+    page = first & ~0xfff
+    out = json.loads(rig.busprof("stats", "--db", rig.db, "--mmio",
+                                 "0x%x-0x%x" % (page, page + 0xfff), "--format", "json").stdout)
+    assert {int(o["addr"], 16) for o in out} == \
+        {a for a, _, _ in regs if page <= a <= page + 0xfff}, out
+    p = rig.busprof("stats", "--db", rig.db)
+    assert len(p.stdout.splitlines()) == 1 and \
+        f"{len(rows)} memory-mapped accesses not shown" in p.stderr, p.stdout + p.stderr
+    p = rig.busprof("stats", "--db", rig.db, "--port", "0x70", "--space", "mmio", check=False)
+    assert p.returncode == 1 and "HINT:" in p.stderr and "--mmio" in p.stderr, p.stderr
+
+    # symbolize: each instruction's accesses and registers.
+    out = json.loads(rig.busprof("symbolize", "--db", rig.db, "--space", "mmio", "--symbols",
+                                 rig.exe("guest-lib/busprof-edu-driver"),
+                                 "--format", "json").stdout)
+    by_rip = {}
+    for _, a, _, _, _, rip, _, _ in rows:
+        if rip:
+            by_rip.setdefault(rip & 0xffffffffffffffff, set()).add("0x%x" % a)
+    assert {int(o["rip"], 16): (o["accesses"], set(o["addrs"].split(","))) for o in out} == \
+        {rip: (sum(1 for row in rows if row[5] & 0xffffffffffffffff == rip), addrs)
+         for rip, addrs in by_rip.items()}, out
+
+    # export: the CSV table as stored, to the last bit of a 64-bit value;
+    # the chrome trace's access slices with space, address and value.
+    csv_rows = list(csv.DictReader(io.StringIO(rig.busprof(
+        "export", "--db", rig.db, "--format", "csv", "--table", "mmio_transactions").stdout)))
+    assert [(int(c["id"]), int(c["addr"]), int(c["value"]), c["space"]) for c in csv_rows] == \
+        [(i, a, v, "mmio") for i, a, _, _, v, _, _, _ in rows], csv_rows
+    ev = json.loads(rig.busprof("export", "--db", rig.db, "--format", "chrome-trace").stdout)
+    acc = [e["args"] for e in ev["traceEvents"] if e.get("cat") == "access"]
+    assert [(a["id"], a["space"], int(a["addr"], 16), int(a["value"], 16)) for a in acc] == \
+        [(i, "mmio", a, v & 0xffffffffffffffff) for i, a, _, _, v, _, _, _ in rows], acc
+    buses = [e for e in ev["traceEvents"] if e.get("cat") == "bus"]
+    assert len(buses) == sum(1 for row in rows if row[6] is not None), buses
+
+    # diff: the session against itself, per register, with its space.
+    want = {k: (len(b), nearest_rank(b, 50), nearest_rank(b, 99)) for k, b in regs.items()}
+    out = json.loads(rig.busprof("diff", "--db", rig.db, "--db", rig.db, "--space", "mmio",
+                                 "--format", "json").stdout)
+    assert all(o["space"] == "mmio" for o in out), out
+    assert {(int(o["addr"], 16), o["size"], o["dir"]): (o["a_count"], o["a_p50_ns"], o["a_p99_ns"])
+            for o in out if o["metric"] == "bus"} == want, out
+    table = rig.busprof("diff", "--db", rig.db, "--db", rig.db, "--space", "mmio").stdout
+    assert len({len(line) for line in table.splitlines() if not line.startswith("-")}) == 1, table
+    # report: the registers beside the (no) ports, each with its space.
+    page = os.path.join(rig.dir, "report.html")
+    rig.busprof("report", "--db", rig.db, "-o", page)
+    data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>',
+                                open(page, encoding="utf-8").read(), re.S)[1].replace("<\\/", "</"))
+    assert data["ports"] == [] and all(r["space"] == "mmio" for r in data["registers"]), data
+    assert {(int(r["addr"], 16), r["size"], r["dir"]): (r["count"], r["p50"], r["p99"])
+            for r in data["registers"]} == want, data["registers"]
+
+
 CASES = {f.__name__: f for f in [
-    mmio_edu_sequence_recorded_and_extracted, mmio_trap_refusals_and_dom0_trap,
+    mmio_rows_in_the_analysis_commands, mmio_edu_sequence_recorded_and_extracted, mmio_trap_refusals_and_dom0_trap,
     untrapped_port_reaches_the_same_device, string_io_gives_one_row_per_element,
     exited_threads_give_their_vcpus_back, closing_one_handle_keeps_the_other,
     many_connections_leave_no_threads_behind, guest_is_bound_to_its_sockets_domain,

@@ -19,6 +19,12 @@ here from the generated rows, are what each command shows of them:
   busprof export --format chrome-trace     count, p50, p99, max of its bus slices
   busprof stats --by rip                   bus time per instruction
 
+The same session holds memory-mapped rows made from the same cases, each
+port's rows at a register of its own (an address and a width: two widths
+share an address, one address is above 4 GiB); with --space mmio (report:
+its registers) each command gives their figures per register, and without
+it the ports' figures as if there were none.
+
 top reads the rows a daemon records while it runs: a fake daemon at its
 control socket answers status, and adds the rows to the trace at top's first
 flush.  Then the same on the file as an older busprof wrote it (schema
@@ -56,9 +62,9 @@ def nearest_rank(v, pct):
     return v[max(1, -(-len(v) * pct // 100)) - 1] if v else None
 
 
-def generate():
+def generate(seed=36):
     """Rows (port, dir, rip, status, bus or None, overhead, skewed)."""
-    rng = random.Random(36)
+    rng = random.Random(seed)
     rows = []
 
     def add(port, d, bus_values, ovh_values, skewed_every=0):
@@ -101,6 +107,18 @@ def expected(rows):
             for k, (b, o) in out.items()}
 
 
+# The register (address, width) each generated port's rows go to as
+# memory-mapped rows.
+REGISTERS = {0x60: (0xfebf0000, 4), 0x61: (0xfebf0000, 8), 0x62: (0xfebf0008, 2),
+             0x63: (0x1000000000010, 8), 0x64: (0xfebf1000, 1), 0x65: (0xfebf0010, 4),
+             0x66: (0xfebf0018, 8), 0x67: (0xfebf0020, 4)}
+
+
+def expected_mmio(rows):
+    """(address, width, dir) -> the figures of expected()."""
+    return {REGISTERS[port] + (d,): v for (port, d), v in expected(rows).items()}
+
+
 def bus_per_rip(rows):
     out = {}
     for _, _, rip, _, bus, _, _ in rows:
@@ -109,21 +127,44 @@ def bus_per_rip(rows):
     return out
 
 
+def stamps(t, bus, ovh, skewed):
+    """t_bus_begin_ns, t_bus_end_ns and t_resume_ns of a generated row
+    trapped at t: a third of the overhead before the bus access; where the
+    clocks disagree, a resume before the bus access ended."""
+    pre = ovh // 3
+    begin = t + pre if bus is not None else None
+    end = begin + bus if bus is not None else None
+    resume = (end if end else t) + (ovh - pre) if not skewed else end - 700
+    return begin, end, resume
+
+
 def insert_rows(db, rows):
     t = 10**9
     for i, (port, d, rip, status, bus, ovh, skewed) in enumerate(rows, 1):
         t += 100000
-        pre = ovh // 3
-        begin = t + pre if bus is not None else None
-        end = begin + bus if bus is not None else None
-        resume = (end if end else t) + (ovh - pre) if not skewed else end - 700
+        begin, end, resume = stamps(t, bus, ovh, skewed)
         db.execute("INSERT INTO transactions (id, session_id, domid, vcpu, rip, port, size, dir,"
                    " value, t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns, clock_skewed,"
                    " status) VALUES (?, 1, 4, 0, ?, ?, 1, ?, 0, ?, ?, ?, ?, ?, ?)",
                    (i, rip, port, d, t, begin, end, resume, int(skewed), status))
 
 
-def build_db(path, schema, rows):
+def insert_mmio_rows(db, rows):
+    """rows as generate() gives them, at the ports' registers, a value over
+    2^63 in each 8-byte access."""
+    t = 10**9 + 50000
+    for i, (port, d, rip, status, bus, ovh, skewed) in enumerate(rows, 1):
+        t += 100000
+        begin, end, resume = stamps(t, bus, ovh, skewed)
+        addr, size = REGISTERS[port]
+        value = -2 if size == 8 else 1
+        db.execute("INSERT INTO mmio_transactions (id, session_id, domid, vcpu, rip, addr, size,"
+                   " dir, value, t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns,"
+                   " clock_skewed, status) VALUES (?, 1, 4, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   (i, rip, addr, size, d, value, t, begin, end, resume, int(skewed), status))
+
+
+def build_db(path, schema, rows, mmio_rows=()):
     db = sqlite3.connect(path)
     db.executescript(open(schema).read())
     db.execute("PRAGMA application_id = 1112568422")  # 0x42507266: busprof's
@@ -134,6 +175,7 @@ def build_db(path, schema, rows):
                " (1, 4, 'figures', 'xen', 'port', 'stopped', 'start_trap', 'manual', 0, ?)",
                (len(rows),))
     insert_rows(db, rows)
+    insert_mmio_rows(db, mmio_rows)
     db.commit()
     db.close()
 
@@ -178,6 +220,7 @@ def make_older(path):
     """The file as schema version 4 has it: what version 5 and 6 added, gone."""
     db = sqlite3.connect(path)
     db.executescript("DROP VIEW transaction_times; DROP VIEW port_latency;"
+                     " DROP VIEW mmio_transaction_times; DROP VIEW access_times;"
                      " DROP VIEW port_latency_summary; DROP TABLE latency_totals;"
                      " DROP TABLE latency_buckets;")
     drop_column(db, "transactions", "storage_overlap")
@@ -194,24 +237,29 @@ def run(busprof, *args):
     return r.stdout
 
 
-def key_of(port_text, d):
-    return int(port_text, 16), d
+def key_of(r):
+    """A JSON row's port and direction, or its register's (checking that it
+    names its address space)."""
+    if 'port' in r:
+        return int(r['port'], 16), r['dir']
+    check(r.get('space') == 'mmio', f"a register without its address space: {r}")
+    return int(r['addr'], 16), r['size'], r['dir']
 
 
 def from_stats(busprof, db, *extra):
     out = {}
     for r in json.loads(run(busprof, "stats", "--db", db, "--format", "json", *extra) or "[]"):
-        out[key_of(r['port'], r['dir'])] = {
+        out[key_of(r)] = {
             'count': r['count'], 'p50': r['p50_ns'], 'p99': r['p99_ns'], 'max': r['max_ns'],
             'ovh_p50': r['p50_overhead_ns']}
     return out
 
 
-def from_diff(busprof, db):
+def from_diff(busprof, db, *extra):
     out = {}
     for r in json.loads(run(busprof, "diff", "--db", db + ":1", "--db", db + ":1",
-                            "--format", "json") or "[]"):
-        f = out.setdefault(key_of(r['port'], r['dir']), {})
+                            "--format", "json", *extra) or "[]"):
+        f = out.setdefault(key_of(r), {})
         if r['metric'] == 'bus':
             f.update(count=r['a_count'], p50=r['a_p50_ns'], p99=r['a_p99_ns'])
         else:
@@ -219,7 +267,7 @@ def from_diff(busprof, db):
     return out
 
 
-def from_report(busprof, db, tmp):
+def from_report(busprof, db, tmp, part='ports'):
     html = os.path.join(tmp, "report.html")
     run(busprof, "report", "--db", db, "-o", html)
     page = open(html, encoding="utf-8").read()
@@ -228,18 +276,23 @@ def from_report(busprof, db, tmp):
     if not m:
         return {}
     data = json.loads(m.group(1).replace("<\\/", "</"))
-    return {(p['port'], p['dir']): {'count': p['count'], 'p50': p['p50'], 'p99': p['p99'],
-                                    'max': p.get('max')} for p in data['ports']}
+    return {(p['port'], p['dir']) if part == 'ports' else
+            (int(p['addr'], 16), p['size'], p['dir']):
+            {'count': p['count'], 'p50': p['p50'], 'p99': p['p99'], 'max': p.get('max')}
+            for p in data.get(part, [])}
 
 
-def from_export(busprof, db):
+def from_export(busprof, db, space='port'):
+    """The bus slices of one address space's accesses; a memory-mapped
+    one's width from its access slice (the ids of the two spaces are apart)."""
     trace = json.loads(run(busprof, "export", "--db", db, "--format", "chrome-trace"))
     events = trace['traceEvents']
-    status = {e['args']['id']: e['args']['status'] for e in events if e.get('cat') == 'access'}
+    mine = lambda e: ('space' in e['args']) == (space == 'mmio')
+    access = {e['args']['id']: e['args'] for e in events if e.get('cat') == 'access' and mine(e)}
     bus = {}
     for e in events:
-        if e.get('cat') == 'bus' and status.get(e['args']['id']) == 'ok':
-            k = key_of(e['args']['port'], e['args']['dir'])
+        if e.get('cat') == 'bus' and mine(e) and access[e['args']['id']]['status'] == 'ok':
+            k = key_of(dict(e['args'], size=access[e['args']['id']]['size']))
             bus.setdefault(k, []).append(round(e['dur'] * 1000))
     return {k: {'count': len(v), 'p50': nearest_rank(v, 50), 'p99': nearest_rank(v, 99),
                 'max': max(v)} for k, v in bus.items()}
@@ -254,8 +307,8 @@ class FakeDaemon:
     """A control socket that answers status and flush as the daemon does; the
     first flush adds the rows to the trace, as a daemon's writer would."""
 
-    def __init__(self, path, db, rows):
-        self.db, self.rows, self.added = db, rows, False
+    def __init__(self, path, db, rows, mmio_rows=()):
+        self.db, self.rows, self.mmio_rows, self.added = db, rows, mmio_rows, False
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(path)
         self.sock.listen(4)
@@ -279,6 +332,7 @@ class FakeDaemon:
                 if cmd == "flush" and not self.added:
                     db = sqlite3.connect(self.db)
                     insert_rows(db, self.rows)
+                    insert_mmio_rows(db, self.mmio_rows)
                     db.commit()
                     db.close()
                     self.added = True
@@ -292,30 +346,42 @@ class FakeDaemon:
         self.sock.close()
 
 
-def from_top(busprof, db, rows, tmp):
-    """The first frame of top --batch; the rows come at its flush."""
+def from_top(busprof, db, rows, tmp, mmio_rows=()):
+    """The first frame of top --batch; the rows come at its flush.  With
+    mmio_rows, of top --space mmio."""
     empty = db + ".top"
     shutil.copy(db, empty)
     con = sqlite3.connect(empty)
     con.execute("DELETE FROM transactions")
+    if mmio_rows:
+        con.execute("DELETE FROM mmio_transactions")
     con.commit()
     con.close()
-    sock = os.path.join(tmp, os.path.basename(db) + ".sock")
-    daemon = FakeDaemon(sock, empty, rows)
+    sock = os.path.join(tmp, os.path.basename(db) + (".mmio" if mmio_rows else "") + ".sock")
+    daemon = FakeDaemon(sock, empty, rows, mmio_rows)
     try:
         out = run(busprof, "top", "--socket", sock, "--db", empty, "--batch", "--iterations",
-                  "1", "--interval", "0.1")
+                  "1", "--interval", "0.1", *(("--space", "mmio") if mmio_rows else ()))
     finally:
         daemon.close()
     check(daemon.added, "top never asked for a flush")
+    table = [line for line in out.splitlines() if "accesses" in line or
+             re.match(r"(mmio|0x)", line)]
+    check(len({len(line) for line in table}) == 1, f"top: columns not aligned:\n{out}")
     frame = {}
     num = lambda s: None if s == "-" else int(s)
-    for m in re.finditer(r"^0x([0-9a-f]{4}) (in |out)\s+(\d+)\s+\S+\s+(\S+)\s+(\S+)\s+(\S+)"
+    key = r"(mmio) +0x([0-9a-f]+) +([1248])" if mmio_rows else r"0x([0-9a-f]{4})"
+    for m in re.finditer(r"^" + key + r" (in |out)\s+(\d+)\s+\S+\s+(\S+)\s+(\S+)\s+(\S+)"
                          r"\s+(\S+)\s+(\d+)\s+(\d+)$", out, re.M):
-        accesses, errors, timeouts = int(m[3]), int(m[8]), int(m[9])
-        frame[(int(m[1], 16), m[2].strip())] = {
-            'count': accesses - errors - timeouts, 'p50': num(m[4]), 'p99': num(m[5]),
-            'ovh_p50': num(m[6]), 'ovh_p99': num(m[7])}
+        g = m.groups()
+        if mmio_rows:
+            k, g = (int(g[1], 16), int(g[2])), g[3:]
+        else:
+            k, g = (int(g[0], 16),), g[1:]
+        accesses, errors, timeouts = int(g[1]), int(g[6]), int(g[7])
+        frame[k + (g[0].strip(),)] = {
+            'count': accesses - errors - timeouts, 'p50': num(g[2]), 'p99': num(g[3]),
+            'ovh_p50': num(g[4]), 'ovh_p99': num(g[5])}
     check(frame, f"top: no port rows in its frame:\n{out}")
     return frame
 
@@ -334,7 +400,8 @@ def compare(what, got, want):
     check(set(got) == set(want), f"{what}: ports {sorted(got)}, want {sorted(want)}")
     for k in sorted(want):
         for f, v in got.get(k, {}).items():
-            check(v == want[k][f], f"{what}: port 0x{k[0]:x} {k[1]}: {f} = {v}, want {want[k][f]}")
+            check(v == want[k][f], f"{what}: port/register 0x{k[0]:x} {k[1:]}: {f} = {v},"
+                  f" want {want[k][f]}")
 
 
 def digest(path):
@@ -350,6 +417,8 @@ def main():
     schema = os.path.join(a.src, "schema", "busprof.sql")
     rows = generate()
     want = expected(rows)
+    mmio_rows = generate(seed=37)
+    want_mmio = expected_mmio(mmio_rows)
     even = [k for k, v in want.items() if v['count'] % 2 == 0]
     check(len(even) >= 3 and any(v['count'] == 1 for v in want.values()), "the cases are there")
 
@@ -357,7 +426,8 @@ def main():
         for older in (False, True):
             label = "older trace: " if older else ""
             db = os.path.join(tmp, "older.db" if older else "trace.db")
-            build_db(db, schema, rows)
+            # An older trace has no memory-mapped table, so no such rows.
+            build_db(db, schema, rows, () if older else mmio_rows)
             if older:
                 make_older(db)
             before = digest(db)
@@ -368,6 +438,21 @@ def main():
                     ("report", from_report, (busprof, db, tmp)),
                     ("export", from_export, (busprof, db))):
                 compare(label + what, attempt(label + what, read, *args), want)
+            if not older:
+                for what, read, args in (
+                        ("stats --space mmio", from_stats, (busprof, db, "--space", "mmio")),
+                        ("stats --space mmio --exact", from_stats,
+                         (busprof, db, "--space", "mmio", "--exact")),
+                        ("diff --space mmio", from_diff, (busprof, db, "--space", "mmio")),
+                        ("report registers", from_report, (busprof, db, tmp, 'registers')),
+                        ("export mmio", from_export, (busprof, db, 'mmio'))):
+                    compare(what, attempt(what, read, *args), want_mmio)
+                compare("top --space mmio", attempt("top --space mmio", from_top, busprof, db,
+                                                    rows, tmp, mmio_rows), want_mmio)
+            else:
+                compare(label + "stats --space mmio",
+                        attempt(label + "stats --space mmio", from_stats, busprof, db,
+                                "--space", "mmio"), {})
             got = attempt(label + "stats --by rip", from_rips, busprof, db)
             check(got == bus_per_rip(rows), f"{label}stats --by rip: {got}")
             check(digest(db) == before, f"{label}a command changed the file")
@@ -375,8 +460,9 @@ def main():
         if failures:
             print("\n".join("FAIL " + f for f in failures))
             sys.exit(1)
-    print(f"PASS figures: {len(want)} ports ({len(rows)} rows) alike in stats, top, report,"
-          " diff and export, on a trace of this schema and of version 4")
+    print(f"PASS figures: {len(want)} ports ({len(rows)} rows) and {len(want_mmio)} registers"
+          f" ({len(mmio_rows)} rows) alike in stats, top, report, diff and export, on a trace"
+          " of this schema and of version 4 (ports)")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ disk, its script draws the charts, and the DOM after the scripts ran is held
 against the trace DB: one histogram per port and direction whose bars hold
 exactly the DB's accesses in the documented buckets (the summaries' layout,
 four a power of two), the split and timeline charts, the top instructions
-with their symbols, every marker.  The page must load nothing from anywhere
+with their symbols, every marker; then, with memory-mapped rows added, one
+histogram per register (address and width) and direction after the
+ports'.  The page must load nothing from anywhere
 (no network at view time).  A
 screenshot is kept in BUILD_DIR/test-artifacts/report.png.
 
@@ -86,6 +88,68 @@ def bucket(ns):
     return 8 + (m - 3) * 4 + (ns >> (m - 2)) - 4, lo, lo + (1 << (m - 2)) - 1
 
 
+def render(busprof, db, out, *extra):
+    """The page of db's last session as headless Chromium leaves its DOM."""
+    r = subprocess.run([busprof, "report", "--db", db, "-o", out, *extra],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "report of session 1 written" in r.stdout, r.stderr
+    dump = subprocess.run([*CHROMIUM, "--dump-dom", "file://" + out], capture_output=True,
+                          text=True, timeout=120)
+    assert dump.returncode == 0, dump.stderr[-2000:]
+    dom = Dom()
+    dom.feed(dump.stdout)
+    assert "data-error" not in dom.body, dom.body.get("data-error")
+    return dom
+
+
+def check_bars(c, key, rows):
+    """Chart c's bars hold the bus times of the rows (key, ns) of its key."""
+    want = {}
+    for k, ns in rows:
+        if k == key:
+            want[bucket(ns)] = want.get(bucket(ns), 0) + 1
+    assert c[2].get("rect.bar") == len(want), (key, c[2], want)
+    got = sorted(int(t.rsplit(": ", 1)[1]) for t in c[3])
+    assert got == sorted(want.values()), (key, got, want)
+    # Each bar says which values it holds, whole ns below 1 us.
+    shown = [re.fullmatch(r"(\d+) ns \u2013 (\d+) ns: (\d+)", t) for t in c[3]]
+    for m in filter(None, shown):
+        bar = [k for k in want if (k[1], k[2]) == (int(m[1]), int(m[2]))]
+        assert bar and want[bar[0]] == int(m[3]), (key, m[0], want)
+
+
+def registers_drawn(busprof, db, tmp):
+    """The same session with memory-mapped rows made from its port rows (a
+    register of 4 and one of 8 bytes a port): a histogram per register and
+    direction after the ports', with its address and width."""
+    mdb = os.path.join(tmp, "mmio.db")
+    shutil.copy(db, mdb)
+    con = sqlite3.connect(mdb)
+    con.execute("INSERT INTO mmio_transactions (session_id, domid, vcpu, rip, addr, size, dir,"
+                " value, t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns, clock_skewed,"
+                " status) SELECT session_id, domid, vcpu, rip, 0x1000febf0000 + port * 8,"
+                " 4 << (id % 2), dir, -1, t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns,"
+                " clock_skewed, status FROM transactions")
+    con.commit()
+    rows = con.execute("SELECT addr, size, dir, bus_ns FROM mmio_transaction_times"
+                       " WHERE status = 'ok' AND bus_ns IS NOT NULL").fetchall()
+    nports = con.execute("SELECT count(DISTINCT port || dir) FROM transaction_times"
+                         " WHERE status = 'ok' AND bus_ns IS NOT NULL").fetchone()[0]
+    con.close()
+    dom = render(busprof, mdb, os.path.join(tmp, "mmio.html"))
+    regs = sorted({(a, s, d) for a, s, d, _ in rows})
+    hists = [c for c in dom.charts if c[0] == "histogram"]
+    assert int(dom.body.get("data-rendered", -1)) == nports + len(regs) + 3, dom.body
+    drawn = [(int(c[1]["data-addr"], 16), int(c[1]["data-size"]), c[1]["data-dir"])
+             for c in hists[nports:]]
+    assert drawn == regs, (drawn, regs)
+    for c, key in zip(hists[nports:], regs):
+        check_bars(c, key, [((a, s, d), ns) for a, s, d, ns in rows])
+    medians, = [c for c in dom.charts if c[0] == "split-medians"]
+    assert medians[2].get("rect.part") == 3 * (nports + len(regs)), medians[2]
+    return len(regs)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -99,21 +163,11 @@ def main():
         out = os.path.join(tmp, "report.html")
         subprocess.run([busprof, "demo", "--db", db, "--iterations", "40"], check=True,
                        capture_output=True)
-        r = subprocess.run([busprof, "report", "--db", db, "-o", out, "--symbols", driver],
-                           capture_output=True, text=True)
-        assert r.returncode == 0 and "report of session 1 written" in r.stdout, r.stderr
-
+        dom = render(busprof, db, out, "--symbols", driver)
         page = open(out, encoding="utf-8").read()
         # Self-contained: nothing to fetch (the SVG namespace is a name, not a load).
         assert not re.search(r"<(link|img|iframe)\b|\bsrc=|@import|url\(", page), "external resource"
         assert re.sub(r'"http://www\.w3\.org/2000/svg"', "", page).count("http") == 0
-
-        dump = subprocess.run([*CHROMIUM, "--dump-dom", "file://" + out], capture_output=True,
-                              text=True, timeout=120)
-        assert dump.returncode == 0, dump.stderr[-2000:]
-        dom = Dom()
-        dom.feed(dump.stdout)
-        assert "data-error" not in dom.body, dom.body.get("data-error")
 
         con = sqlite3.connect(db)
         rows = con.execute("SELECT port, dir, t_bus_end_ns - t_bus_begin_ns FROM transactions"
@@ -124,19 +178,8 @@ def main():
             (dom.body, len(ports), [c[0] for c in dom.charts])
         assert [(int(c[1]["data-port"]), c[1]["data-dir"]) for c in hists] == ports
         for c in hists:
-            p, d = int(c[1]["data-port"]), c[1]["data-dir"]
-            want = {}
-            for pp, dd, ns in rows:
-                if (pp, dd) == (p, d):
-                    want[bucket(ns)] = want.get(bucket(ns), 0) + 1
-            assert c[2].get("rect.bar") == len(want), (p, d, c[2], want)
-            got = sorted(int(t.rsplit(": ", 1)[1]) for t in c[3])
-            assert got == sorted(want.values()), (p, d, got, want)
-            # Each bar says which values it holds, whole ns below 1 us.
-            shown = [re.fullmatch(r"(\d+) ns \u2013 (\d+) ns: (\d+)", t) for t in c[3]]
-            for m in filter(None, shown):
-                bar = [k for k in want if (k[1], k[2]) == (int(m[1]), int(m[2]))]
-                assert bar and want[bar[0]] == int(m[3]), (p, d, m[0], want)
+            check_bars(c, (int(c[1]["data-port"]), c[1]["data-dir"]),
+                       [((p, d), ns) for p, d, ns in rows])
 
         (n,), = con.execute("SELECT count(*) FROM transactions").fetchall()
         timeline, = [c for c in dom.charts if c[0] == "timeline"]
@@ -163,8 +206,9 @@ def main():
         s = subprocess.run([*CHROMIUM, "--window-size=1280,2400", "--screenshot=" + shot,
                             "file://" + out], capture_output=True, text=True, timeout=120)
         assert s.returncode == 0 and open(shot, "rb").read(8) == b"\x89PNG\r\n\x1a\n", s.stderr[-2000:]
+        nregs = registers_drawn(busprof, db, tmp)
     print(f"PASS report: {len(ports)} histograms, {n} accesses, {nrip} instructions, "
-          f"{nmark} markers; screenshot {shot}")
+          f"{nmark} markers, {nregs} memory-mapped registers; screenshot {shot}")
 
 
 if __name__ == "__main__":

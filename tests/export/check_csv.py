@@ -136,7 +136,9 @@ def main():
               f'NULLs: {raw!r}')
 
         # An older trace: no pcpu column, no summaries: the same header.
-        db.executescript('ALTER TABLE transactions DROP COLUMN pcpu;'
+        db.executescript('DROP VIEW port_latency; DROP VIEW transaction_times;'
+                         ' DROP VIEW mmio_transaction_times; DROP VIEW access_times;'
+                         ' ALTER TABLE transactions DROP COLUMN pcpu;'
                          ' DROP TABLE latency_buckets;')
         db.commit()
         got = list(csv.reader(io.StringIO(export(busprof, path), newline='')))

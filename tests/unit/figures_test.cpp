@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// The figures defined once (figures.h, the schema's transaction_times):
+// The figures defined once (figures.h, the schema's access_times):
 // the nearest-rank percentile against hand-worked values and against the
 // schema's port_latency, a record's bus time and overhead in C++ against
-// the view's for the row the writer stored, and the view on a trace
+// the view's for the row the writer stored (port and memory-mapped), and the view on a trace
 // written before it existed, opened read-only.
 #include "db.h"
 #include "figures.h"
@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <random>
 #include <sqlite3.h>
 #include <thread>
@@ -121,15 +122,21 @@ class FiguresTest : public ::testing::Test {
         return out;
     }
 
-    std::filesystem::path dir_;
-    std::string db_;
-};
+    // The same as memory-mapped accesses of the edu device's registers.
+    static std::vector<Record> mmio_records() {
+        std::vector<Record> out = records();
+        for (size_t i = 0; i < out.size(); i++) {
+            out[i].space = XEN_BUSPROF_SPACE_MMIO;
+            out[i].port = 0;
+            out[i].addr = 0xfebf0000 + 8 * (i % 3);
+            out[i].size = 8;
+            out[i].wide_value = 0x8000000000000001ull + i;
+        }
+        return out;
+    }
 
-// The writer's C++ (the summaries) and the view read the same bus time and
-// overhead from each record: the row the writer stored for it.
-TEST_F(FiguresTest, ARecordsTimesAreThoseOfItsRowInTheView) {
-    std::vector<Record> recs = records();
-    {
+    // Writes recs as one session; returns nothing but the file.
+    void write(const std::vector<Record>& recs) {
         Writer w(db_, 1 << 10);
         uint32_t s = w.producer().begin_session(
             SessionRow{3, "guest", "sim", "sim", "profiling", "start_trap", "manual", 1000});
@@ -140,25 +147,63 @@ TEST_F(FiguresTest, ARecordsTimesAreThoseOfItsRowInTheView) {
         }
         ASSERT_EQ(w.close(10000), 0u);
     }
-    Db db = Db::open(db_, false);
-    Stmt s(db.get(), "SELECT bus_ns, overhead_ns FROM transaction_times ORDER BY id");
-    size_t i = 0, skewed = 0, no_bus = 0;
-    for (; s.step(); i++) {
-        ASSERT_LT(i, recs.size());
-        TransactionTimes t = times_of(recs[i]);
-        auto col = [&](int c) -> std::optional<int64_t> {
-            if (sqlite3_column_type(s.get(), c) == SQLITE_NULL)
-                return std::nullopt;
-            return sqlite3_column_int64(s.get(), c);
-        };
-        EXPECT_EQ(col(0), t.bus_ns) << i;
-        EXPECT_EQ(col(1), t.overhead_ns) << i;
-        skewed += t.bus_ns && !t.overhead_ns;
-        no_bus += !t.bus_ns;
+
+    // Each row of view (bus_ns, overhead_ns, ordered by id) against the
+    // times of the record it was written from.
+    static void expect_times_of(Db& db, const std::string& view, const std::vector<Record>& recs) {
+        Stmt s(db.get(), "SELECT bus_ns, overhead_ns FROM " + view + " ORDER BY id");
+        size_t i = 0, skewed = 0, no_bus = 0;
+        for (; s.step(); i++) {
+            ASSERT_LT(i, recs.size());
+            TransactionTimes t = times_of(recs[i]);
+            auto col = [&](int c) -> std::optional<int64_t> {
+                if (sqlite3_column_type(s.get(), c) == SQLITE_NULL)
+                    return std::nullopt;
+                return sqlite3_column_int64(s.get(), c);
+            };
+            EXPECT_EQ(col(0), t.bus_ns) << view << " " << i;
+            EXPECT_EQ(col(1), t.overhead_ns) << view << " " << i;
+            skewed += t.bus_ns && !t.overhead_ns;
+            no_bus += !t.bus_ns;
+        }
+        EXPECT_EQ(i, recs.size()) << view;
+        EXPECT_EQ(skewed, recs.size() / 5) << view; // both kinds of disagreement were there
+        EXPECT_EQ(no_bus, recs.size() / 10) << view;
     }
-    EXPECT_EQ(i, recs.size());
-    EXPECT_EQ(skewed, recs.size() / 5); // both kinds of disagreement were there
-    EXPECT_EQ(no_bus, recs.size() / 10);
+
+    std::filesystem::path dir_;
+    std::string db_;
+};
+
+// The writer's C++ (the summaries) and the view read the same bus time and
+// overhead from each record: the row the writer stored for it.
+TEST_F(FiguresTest, ARecordsTimesAreThoseOfItsRowInTheView) {
+    std::vector<Record> recs = records();
+    write(recs);
+    Db db = Db::open(db_, false);
+    expect_times_of(db, "transaction_times", recs);
+}
+
+// Memory-mapped rows take their times from the same definition: the
+// records' in C++ equal mmio_transaction_times's, and access_times holds
+// both tables' rows, each once, with its address space.
+TEST_F(FiguresTest, AMemoryMappedRecordsTimesAreThoseOfItsRowInTheView) {
+    std::vector<Record> ports = records(), mmio = mmio_records();
+    std::vector<Record> both = ports;
+    both.insert(both.end(), mmio.begin(), mmio.end());
+    write(both);
+    Db db = Db::open(db_, false);
+    expect_times_of(db, "mmio_transaction_times", mmio);
+    expect_times_of(db, "transaction_times", ports);
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM access_times WHERE space = 'port'"),
+              static_cast<int64_t>(ports.size()));
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM access_times WHERE space = 'mmio'"),
+              static_cast<int64_t>(mmio.size()));
+    // The 64-bit value and address come through the view as stored.
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM mmio_transaction_times m JOIN mmio_transactions t"
+                        " USING (id) WHERE m.value = t.value AND m.addr = t.addr"
+                        " AND m.value < 0"),
+              static_cast<int64_t>(mmio.size()));
 }
 
 std::string bytes(const std::string& path) {
@@ -166,27 +211,18 @@ std::string bytes(const std::string& path) {
     return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
-// A trace written before transaction_times existed (its port_latency read
-// the stamps): a read-only open gives the connection the view, as a TEMP
-// view, and writes nothing to the file.
+// A trace written before transaction_times and mmio_transactions existed
+// (its port_latency read the stamps): a read-only open gives the connection
+// the views, as TEMP views, and writes nothing to the file.
 TEST_F(FiguresTest, ATraceWrittenBeforeTheViewGetsItWhenOpenedReadOnly) {
-    {
-        Writer w(db_, 1 << 10);
-        uint32_t s = w.producer().begin_session(
-            SessionRow{3, "guest", "sim", "sim", "stopped", "start_trap", "manual", 1000});
-        for (Record r : records()) {
-            r.session_id = s;
-            while (!w.producer().push(r))
-                std::this_thread::yield();
-        }
-        ASSERT_EQ(w.close(10000), 0u);
-    }
+    write(records());
     // The views as an older busprof left them; one file, no WAL beside it.
     sqlite3* raw = nullptr;
     ASSERT_EQ(sqlite3_open(db_.c_str(), &raw), SQLITE_OK);
     ASSERT_EQ(sqlite3_exec(raw,
                            "PRAGMA journal_mode = DELETE; DROP VIEW port_latency;"
-                           " DROP VIEW transaction_times;"
+                           " DROP VIEW transaction_times; DROP VIEW mmio_transaction_times;"
+                           " DROP VIEW access_times; DROP TABLE mmio_transactions;"
                            " CREATE VIEW port_latency AS SELECT domid, port, dir, COUNT(*) AS"
                            " count FROM transactions GROUP BY domid, port, dir",
                            nullptr, nullptr, nullptr),
@@ -214,6 +250,9 @@ TEST_F(FiguresTest, ATraceWrittenBeforeTheViewGetsItWhenOpenedReadOnly) {
         }
     }
     EXPECT_EQ(i, recs.size());
+    // No memory-mapped table in the file: the view reads an empty one.
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM mmio_transaction_times"), 0);
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM access_times"), static_cast<int64_t>(recs.size()));
     EXPECT_EQ(bytes(db_), before);
 }
 
