@@ -16,7 +16,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 # What soak.sh runs besides the system test itself.
-LINKED = ("soak.sh", "classify.py", "results.py", "busprof/check_trace.py")
+LINKED = ("soak.sh", "classify.py", "results.py", "busprof/check_trace.py", "busprof/check_edu.py")
 
 # The columns the table of runs in the README had, by the names of
 # busprof-relative's line.

@@ -6,6 +6,8 @@
 #   COM1 (0x3f8)      Xen's console (and dom0's hvc0 through it) -> build/system-test/serial.log
 #                     (a socket chardev with a logfile: the rig can type Xen debug keys)
 #   COM2 (0x2f8, IRQ3) a real 16550 (chardev null) that the guests reach
+#   edu (QEMU's teaching PCI device, 1 MiB BAR0): the memory-mapped device the
+#                     guests reach through xl's iomem=
 #   isa-debug-exit at 0xf4: dom0 writes the result byte; QEMU exits with (byte<<1)|1
 #   virtio disk 1: rootfs.ext4 (snapshot=on: the image stays as built)
 #   virtio disk 2: results.img, raw, written by dom0 as a tar archive of /busprof/results
@@ -26,10 +28,15 @@
 #   dom0's processes corrupted while dom0 runs on two vCPUs, a guest process
 #   killed by #UD on an AVX instruction.
 #   BUSPROF_QUIET=1 (no live progress lines).
+# QEMU's log of its devices' accesses (trace events memory_region_ops_read/write,
+# qemu-trace.NAME.log) is switched on and off through the monitor when dom0 asks on
+# the console (qemu-trace.py); it is off otherwise.
+#
 # Prints QEMU's exit status as its last line (qemu-status=N) and exits 0 unless QEMU
 # could not be run.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+RIG_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 ensure_cmds qemu-system-x86_64:qemu-system-x86 timeout:coreutils python3:python3-minimal
 for f in xen.elf kernel/vmlinuz initramfs-dom0.cpio.gz rootfs.ext4; do
@@ -44,7 +51,7 @@ case "$DOM0_ARGS" in *,*) die "dom0 arguments must not contain commas (QEMU spli
 XEN_ARGS="console=com1 com1=115200 dom0_mem=512M dom0_max_vcpus=${BUSPROF_DOM0_VCPUS:-1} loglvl=all guest_loglvl=all console_timestamps=boot smap=0 bootscrub=0 ${BUSPROF_XEN_ARGS:-}"
 
 cd "$OUT_DIR"     # relative paths: no commas from the checkout's path reach QEMU's options
-rm -f serial.log results.img qemu-registers.txt com1.sock monitor.sock
+rm -f serial.log results.img qemu-registers.txt com1.sock monitor.sock qemu-trace.*
 truncate -s "${BUSPROF_RESULTS_MB:-512}M" results.img
 
 QTMO=${BUSPROF_QEMU_TIMEOUT:-900}
@@ -61,6 +68,7 @@ QEMU=(qemu-system-x86_64
     -serial chardev:com1
     -chardev null,id=com2 -device isa-serial,chardev=com2,iobase=0x2f8,irq=3,index=1
     -device isa-debug-exit,iobase=0xf4,iosize=0x04
+    -device edu
     -drive file=rootfs.ext4,if=virtio,format=raw,snapshot=on
     -drive file=results.img,if=virtio,format=raw
 )
@@ -70,6 +78,8 @@ log "booting: $(cat qemu-cmdline.txt)"
 : > serial.log
 timeout --kill-after=10 "$QTMO" "${QEMU[@]}" &
 QPID=$!
+python3 "$RIG_DIR/qemu-trace.py" "$QPID" &
+TRPID=$!
 TPID=
 if [ "${BUSPROF_QUIET:-0}" != 1 ]; then
     # live progress: the rig's own markers and Xen's crash indications
@@ -132,6 +142,7 @@ rc=$?
 [ $stalled = 1 ] && rc=124
 set -e
 if [ -n "$TPID" ]; then wait "$TPID" 2>/dev/null || true; fi
+wait "$TRPID" 2>/dev/null || true
 case $rc in
     1) what="dom0 reported PASS" ;;
     3) what="dom0 reported FAIL" ;;

@@ -63,6 +63,19 @@ if new_session "busprof-relative"; then
     sleep 2
 fi
 
+# The edu device (QEMU's, given with iomem=, its BAR0 on the command line as
+# busprof.edu=): its user-space driver traps the BAR's first page and runs
+# the edu sequence there.  dom0 ends the session, starts the next one, has
+# QEMU log what the device sees and only then allows the BAR in its policy:
+# the driver waits for that (-w), trying its trap again while it is refused
+# with EPERM.
+edu=$(sed -n 's/.*busprof\.edu=\(0x[0-9a-f]*\).*/\1/p' /proc/cmdline)
+if [ -n "$edu" ]; then
+    echo "EDU-READY"
+    busprof-edu-driver -b "$edu" -w 120 || rc=1
+    echo "EDU-DONE"
+fi
+
 # Last of all, the daemon stopped in the middle of the guest's accesses: dom0
 # ends the session, starts the next one, maps COM2 1:1 (where the accesses go
 # once the trap is gone) and traps it for porttest, which knows nothing of

@@ -33,6 +33,10 @@ Exit 0 only if, for every guest:
     pairs but not all (the stop fell inside the loop), every row ok, each IN
     equal to the OUT before it on its vCPU, no timeout or stop_unserved event,
     dom0's trap marked and the session stopped by the signal.
+  - the edu phase (before the stop, in a session of its own): the edu device's
+    user-space driver under a memory-mapped trap; its rows are exactly its
+    trapped accesses and exactly what QEMU's own log says the device saw
+    (check_edu.py).
 Also prints busprof-relative's figures (busprof beside a plain ioreq server,
 in a session of its own after all of the above but the stop), a table per
 guest type; they never fail the check, a malformed result line does.
@@ -41,6 +45,8 @@ import os
 import re
 import sqlite3
 import sys
+
+from check_edu import check_edu
 
 PLAIN_PAIRS = 8 + 100                   # porttest 100: its fixed values, then 100
 PLAIN_ACCESSES = 2 + 2 * PLAIN_PAIRS + 1  # LSR and scratch first, the restore last
@@ -421,6 +427,12 @@ def main():
             print(f"{stop[0]:<16} session {stop[1]}: {stop[2]} of porttest's"
                   f" {stop[3] if stop[3] is not None else '?'} pairs trapped before the"
                   " daemon's SIGTERM, the rest reached COM2 directly")
+        sid = phase_session(outdir, name, "edu")
+        edu_problems, edu = check_edu(db, outdir, name, None if sid == 2**62 else sid)
+        problems += [f"the edu phase: {p}" for p in edu_problems]
+        if edu:
+            print(f"{edu[0]:<16} session {edu[1]}: {edu[2]} memory-mapped rows; QEMU's edu"
+                  f" device saw {edu[3]} accesses (those, one untrapped, one after the stop)")
         for p in problems:
             print(f"system-test: FAIL {name}: {p}")
         failed += 1 if problems else 0

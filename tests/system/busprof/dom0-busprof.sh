@@ -15,7 +15,10 @@
 # measures busprof beside a plain ioreq server (busprof-relative, in a
 # session of its own), for which dom0 starts ioreq-probe.  Last, dom0 traps
 # COM2 for porttest once more, in a session of its own, and stops the daemon
-# with SIGTERM in the middle of porttest's accesses (stop_phase).
+# with SIGTERM in the middle of porttest's accesses (stop_phase).  Before that
+# stop, the guest drives QEMU's edu device through its memory-mapped BAR under
+# a trap of its own (edu_phase), in a session of its own, while QEMU logs what
+# the device sees (tests/system/qemu-trace.py).
 . /busprof/lib-dom0.sh
 
 DB=$BUSPROF_RESULTS/trace.db
@@ -40,6 +43,20 @@ if grep -qw 'busprof.kmod=1' /proc/cmdline; then
     KMOD=1
     export BUSPROF_SUCCESS_RE='^busprof-kexample: OK'
 fi
+# QEMU's edu device (stage-boot.sh): its BAR0, which every PVH and HVM guest
+# gets with iomem= at the same guest-physical address (xl maps it 1:1), so
+# that the daemon, which takes the guest's address for the machine's, reaches
+# the device.  No driver in dom0 claims it: the daemon maps it through the
+# sysfs resource0 file of the device, which needs no driver.
+EDU_BAR= EDU_END= IOMEM=
+for dev in /sys/bus/pci/devices/*; do
+    [ "$(cat "$dev/vendor" 2>/dev/null)" = 0x1234 ] && [ "$(cat "$dev/device" 2>/dev/null)" = 0x11e8 ] || continue
+    read -r start end _ < "$dev/resource"
+    EDU_BAR=$(printf '0x%x' "$start") EDU_END=$(printf '0x%x' "$end")
+    IOMEM="iomem=[\"$(printf '%x,%x' $((start >> 12)) $(((end - start + 1) >> 12)))\"]"
+    bp_t "edu device $(basename "$dev"): BAR0 $EDU_BAR-$EDU_END, guests get $IOMEM"
+    break
+done
 mkdir -p /run/busprof
 rc=0
 # busprof from its Debian package (stage-image.sh), found on PATH as a user's.
@@ -82,7 +99,48 @@ plain_phase() {
         } >> "$out" 2>&1
     fi
     relative_phase "$name" "$log" "$domid"
+    edu_phase "$name" "$log"
     stop_phase "$name" "$log" "$domid"
+}
+
+# qemu_trace on|off NAME: asks the rig to switch QEMU's log of its devices'
+# accesses on (into qemu-trace.NAME.log) or off, and waits until QEMU has
+# (tests/system/qemu-trace.py answers BPTRACE-ON or BPTRACE-OFF on the
+# console).  Status 1 if no answer came within 60 s.
+qemu_trace() {
+    local want line
+    want=BPTRACE-$(echo "$1" | tr a-z A-Z)
+    exec 7</dev/hvc0
+    echo "BUSPROF-QEMU-TRACE $1 $2" > /dev/hvc0
+    while read -r -t 60 -u 7 line; do
+        case $line in *"$want"*) exec 7<&-; return 0 ;; esac
+    done
+    exec 7<&-
+    return 1
+}
+
+# edu_phase NAME LOG: once the guest is ready, ends the session and starts
+# the next one (NAME.edu-session), has QEMU log its devices' accesses, then
+# allows the guest the edu device's BAR in the policy: the guest's driver
+# waits for that before it touches the device.  QEMU's log is switched off
+# when the guest is done (EDU-DONE).  check_trace.py compares the session's
+# rows with what the driver printed and with QEMU's log.
+edu_phase() {
+    local name=$1 log=$2 out=$BUSPROF_RESULTS/$1.edu.log
+    [ -n "$EDU_BAR" ] || return 0
+    wait_line '^EDU-READY' "$log" 1200 || return 0
+    {
+        bp_t "$name is ready for the edu device: stop, rearm, QEMU's log on, allow $EDU_BAR-$EDU_END"
+        next_session "$name" "$BUSPROF_RESULTS/$name.edu-session"
+        if qemu_trace on "$name"; then
+            busprof policy "$name" --backend xen --allow-mmio "$EDU_BAR-$EDU_END"
+        else
+            bp_t "QEMU's log was not switched on: the edu device stays out of the policy"
+        fi
+        wait_line '^EDU-DONE' "$log" 600
+        qemu_trace off "$name" || bp_t "QEMU's log was not switched off"
+        bp_t "edu phase of $name done"
+    } >> "$out" 2>&1
 }
 
 # wait_line RE LOG TRIES: until a line of LOG matches RE, looking every
@@ -261,7 +319,9 @@ for g in ${BUSPROF_GUESTS:-pvh hvm}; do
     expect "$name"
     extra=$(cfg_value extra "$cfg")
     DAEMON_PID= PLAIN_PID=
-    run_guest "$cfg" "$IOPORTS" "extra=\"$extra busprof.name=$name $GUEST_RUN\"" || rc=1
+    edu=; [ -n "$EDU_BAR" ] && edu=" busprof.edu=$EDU_BAR"
+    run_guest "$cfg" "$IOPORTS" ${IOMEM:+"$IOMEM"} \
+        "extra=\"$extra busprof.name=$name$edu $GUEST_RUN\"" || rc=1
     stop_daemon "$name" || { report FAIL "$name-daemon" "the daemon failed"; rc=1; }
 done
 [ -f "$DB" ] && sqlite3 "$DB" 'PRAGMA integrity_check; SELECT domid, count(*) FROM transactions GROUP BY domid'

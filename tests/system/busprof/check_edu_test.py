@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""check_edu.py over a made-up run: it passes the edu phase whose program
+output, trace DB and QEMU log agree, and fails each doctored copy (a row or
+a QEMU line dropped, two swapped, a value changed, an access that reached the
+device while trapped without a row, the untrapped access recorded)."""
+import os
+import sqlite3
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_edu import check_edu  # noqa: E402
+
+BAR = 0xFEA00000
+NAME = "bp-test"
+SID = 7
+
+
+def program():
+    """The edu driver's trapped accesses, as on the device."""
+    a = [("in", 0x00, 4, 0x010000ED)]
+    for i in range(3):
+        x = (0x12345678 * (i + 1)) & 0xFFFFFFFF
+        a += [("out", 0x04, 4, x), ("in", 0x04, 4, ~x & 0xFFFFFFFF)]
+    a += [("out", 0x08, 4, 5), ("in", 0x20, 4, 1), ("in", 0x20, 4, 0), ("in", 0x08, 4, 120)]
+    a += [("out", 0x80, 8, 0x0123456789ABCDEF), ("in", 0x80, 8, 0x0123456789ABCDEF)]
+    return a
+
+
+def trace_line(d, off, size, value, name="edu-mmio"):
+    """As QEMU 7.2 logs it: the machine address, a read's value in 64 bits
+    (all ones beyond the width where nothing decodes)."""
+    ev = "read" if d == "in" else "write"
+    if d == "in" and value == (1 << 8 * size) - 1:
+        value = (1 << 64) - 1
+    return (f"memory_region_ops_{ev} cpu 0 mr 0x55d0 addr 0x{BAR + off:x} value 0x{value:x}"
+            f" size {size} name '{name}'\n")
+
+
+def make_run(top, rows, seen, made=None):
+    made = program() if made is None else made
+    os.makedirs(os.path.join(top, "results", "guests"))
+    with open(os.path.join(top, "results", "guests", NAME + ".log"), "w") as f:
+        f.write("EDU-READY\n")
+        for d, off, size, value in made:
+            f.write(f"ACCESS {d} 0x{BAR + off:x} {size} 0x{value:x}\n")
+        f.write(f"EDU OK {len(made)} accesses trapped and recorded\nEDU-DONE\n")
+    with open(os.path.join(top, "results", NAME + ".edu.log"), "w") as f:
+        f.write(f"[t=1] {NAME} is ready for the edu device: stop, rearm, QEMU's log on,"
+                f" allow 0x{BAR:x}-0x{BAR + 0xFFFFF:x}\n")
+    with open(os.path.join(top, f"qemu-trace.{NAME}.log"), "w") as f:
+        f.write(trace_line("in", 0x3FD - BAR, 1, 0x60, "serial"))   # not the edu's
+        for a in seen:
+            f.write(trace_line(*a))
+    db = sqlite3.connect(os.path.join(top, "trace.db"))
+    db.execute("CREATE TABLE mmio_transactions (id INTEGER PRIMARY KEY, session_id INTEGER,"
+               " dir TEXT, addr INTEGER, size INTEGER, value INTEGER, status TEXT)")
+    for d, off, size, value, *status in rows:
+        v = value - (1 << 64) if value >= 1 << 63 else value       # stored signed
+        db.execute("INSERT INTO mmio_transactions (session_id, dir, addr, size, value, status)"
+                   " VALUES (?, ?, ?, ?, ?, ?)", (SID, d, BAR + off, size, v,
+                                                  status[0] if status else "ok"))
+    db.commit()
+    return db
+
+
+def outcome(rows, seen, made=None):
+    with tempfile.TemporaryDirectory() as top:
+        db = make_run(top, rows, seen, made)
+        problems, _ = check_edu(db, top, NAME, SID)
+        db.close()
+    return problems
+
+
+def main():
+    p = program()
+    after = [("in", 0x1000, 4, 0xFFFFFFFF), ("in", 0x00, 4, 0x010000ED)]
+    good = outcome(p, p + after)
+    assert good == [], good
+
+    doctored = {
+        "a row dropped": (p[:3] + p[4:], p + after),
+        "two rows swapped": (p[:1] + [p[2], p[1]] + p[3:], p + after),
+        "a row's value changed": (p[:1] + [p[1][:3] + (p[1][3] ^ 1,)] + p[2:], p + after),
+        "a row not ok": (p[:1] + [p[1] + ("error",)] + p[2:], p + after),
+        "the untrapped access recorded": (p + after[:1], p + after),
+        "a QEMU line dropped": (p, p[:5] + p[6:] + after),
+        "two QEMU lines swapped": (p, [p[1], p[0]] + p[2:] + after),
+        "a QEMU value changed": (p, p[:-1] + [p[-1][:3] + (0,)] + after),
+        "an access while trapped without a row": (p, p[:4] + [("in", 0x00, 4, 0x010000ED)]
+                                                  + p[4:] + after),
+        "the untrapped access not at the device": (p, p + after[1:]),
+        "no access after the stop": (p, p + after[:1]),
+        "a liveness read not the inverse": (None, None),
+    }
+    bad_made = p[:2] + [("in", 0x04, 4, p[1][3])] + p[3:]
+    doctored["a liveness read not the inverse"] = (bad_made, bad_made + after)
+    failed = []
+    for what, (rows, seen) in doctored.items():
+        made = bad_made if what == "a liveness read not the inverse" else None
+        problems = outcome(rows, seen, made)
+        print(f"{what}: {problems[0] if problems else 'NOT CAUGHT'}")
+        if not problems:
+            failed.append(what)
+    assert not failed, f"doctored runs the check passed: {failed}"
+    print(f"ok: the agreeing run passes, {len(doctored)} doctored ones fail")
+
+
+if __name__ == "__main__":
+    main()
