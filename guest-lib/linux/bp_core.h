@@ -33,6 +33,8 @@ struct bp_env {
 
 /* 0, or -EINVAL if first > last or last > 0xffff. */
 int bp_core_check_range(unsigned int first, unsigned int last);
+/* 0, or -EINVAL unless [first, last] is whole pages below 2^52. */
+int bp_core_check_span(uint64_t first, uint64_t last);
 /* 0 if a provider of interface `have` serves a caller built for `want`. */
 int bp_core_version_check(unsigned int have, unsigned int want);
 /*
@@ -44,12 +46,23 @@ long bp_core_xen_version(const struct bp_env *e);
 /* XEN_BUSPROF_start_trap or XEN_BUSPROF_stop_trap on [first, last]. */
 int bp_core_trap(const struct bp_env *e, unsigned int cmd,
 		 unsigned int first, unsigned int last);
+/*
+ * XEN_BUSPROF_start_trap_span or XEN_BUSPROF_stop_trap_span on the
+ * memory-mapped pages [first, last]; -EOPNOTSUPP from a Xen older than 1.3,
+ * which knows nothing of them.
+ */
+int bp_core_trap_span(const struct bp_env *e, unsigned int cmd,
+		      uint64_t first, uint64_t last);
 /* XEN_BUSPROF_pause or XEN_BUSPROF_resume, asked again while -EAGAIN. */
 int bp_core_pause(const struct bp_env *e, unsigned int cmd);
 /* bp_extract: the count, or a negative errno. */
 ssize_t bp_core_extract(const struct bp_env *e, unsigned int first,
 			unsigned int last, struct bp_record *buf, size_t cap,
 			size_t *needed);
+/* bp_extract_mmio: the count, or a negative errno. */
+ssize_t bp_core_extract_mmio(const struct bp_env *e, uint64_t first,
+			     uint64_t last, struct bp_record_wide *buf,
+			     size_t cap, size_t *needed);
 
 #ifdef __cplusplus
 }

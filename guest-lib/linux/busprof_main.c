@@ -87,6 +87,29 @@ ssize_t bp_extract(unsigned int first, unsigned int last,
 }
 EXPORT_SYMBOL_GPL(bp_extract);
 
+int bp_start_trap_mmio(phys_addr_t first, phys_addr_t last)
+{
+	return bp_core_trap_span(&busprof_xen, XEN_BUSPROF_start_trap_span,
+				 first, last);
+}
+EXPORT_SYMBOL_GPL(bp_start_trap_mmio);
+
+int bp_stop_trap_mmio(phys_addr_t first, phys_addr_t last)
+{
+	return bp_core_trap_span(&busprof_xen, XEN_BUSPROF_stop_trap_span,
+				 first, last);
+}
+EXPORT_SYMBOL_GPL(bp_stop_trap_mmio);
+
+ssize_t bp_extract_mmio(phys_addr_t first, phys_addr_t last,
+			struct bp_record_wide *buf, size_t cap, size_t *needed)
+{
+	might_sleep();
+	return bp_core_extract_mmio(&busprof_xen, first, last, buf, cap,
+				    needed);
+}
+EXPORT_SYMBOL_GPL(bp_extract_mmio);
+
 static int __init busprof_init(void)
 {
 	long v;

@@ -9,7 +9,14 @@
  * "busprof-kexample: FAIL ...", and stays loaded only on success, so that
  * insmod's exit status is the result.
  *
- * Parameters: base=0x2f8 (UART base port), iterations=100.
+ * With edu=ADDR (the guest-physical address of BAR0 of QEMU's edu device,
+ * as pci_resource_start gives it) it then does the same on memory-mapped
+ * registers: the BAR's first page under bp_start_trap_mmio, the ID read,
+ * liveness writes each read back inverted, a factorial polled on the
+ * status register's busy bit and an 8-byte write and read, checked against
+ * bp_extract_mmio's records.
+ *
+ * Parameters: base=0x2f8 (UART base port), iterations=100, edu=0 (none).
  */
 #define pr_fmt(fmt) "busprof-kexample: " fmt
 
@@ -31,6 +38,20 @@ MODULE_PARM_DESC(base, "UART base port (the scratch register is base + 7)");
 static unsigned int iterations = 100;
 module_param(iterations, uint, 0444);
 MODULE_PARM_DESC(iterations, "write/read/status rounds");
+static unsigned long edu;
+module_param(edu, ulong, 0444);
+MODULE_PARM_DESC(edu, "guest-physical address of the edu device's BAR0 (0: no memory-mapped phase)");
+
+/* QEMU's edu device (docs/specs/edu.rst): its registers in BAR0. */
+#define EDU_ID		0x00
+#define EDU_LIVENESS	0x04
+#define EDU_FACTORIAL	0x08
+#define EDU_STATUS	0x20
+#define EDU_SCRATCH	0x80	/* the DMA source address: 8 bytes, any value */
+#define EDU_BUSY	0x01
+#define EDU_ID_VALUE	0x010000ed
+/* Room for the accesses of the memory-mapped phase, polls included. */
+#define KEX_MMIO_MAX	4096
 
 /*
  * The code under test: plain port instructions.  Not __init, so that its
@@ -59,6 +80,69 @@ static noinline unsigned int kex_drive(struct kex_access *want)
 	return mismatches;
 }
 
+/* The memory-mapped accesses made so far, for the check. */
+struct kex_mmio_log {
+	struct kex_mmio_access *a;
+	size_t n;
+};
+
+static void kex_note(struct kex_mmio_log *log, u8 dir, u8 size,
+		     unsigned int off, u8 check, u64 value)
+{
+	if (log->n < KEX_MMIO_MAX)
+		log->a[log->n] = (struct kex_mmio_access){ edu + off, dir,
+							    size, check,
+							    value };
+	log->n++;
+}
+
+/*
+ * The code under test on the edu device: plain readl/writel/readq/writeq
+ * through the driver's ioremap.  Returns what read back wrong, or NULL.
+ */
+static noinline const char *kex_drive_mmio(void __iomem *regs,
+					   struct kex_mmio_log *log)
+{
+	const u64 wide = 0x0123456789abcdefull;
+	unsigned int i, polls = 0;
+	u32 v;
+	u64 w;
+
+	v = readl(regs + EDU_ID);
+	kex_note(log, BP_DIR_IN, 4, EDU_ID, 1, v);
+	if (v != EDU_ID_VALUE)
+		return "the ID register is not the edu device's";
+	for (i = 0; i < 8; i++) {
+		u32 x = 0x5a5a0000u + i * 0x111u;
+
+		writel(x, regs + EDU_LIVENESS);
+		kex_note(log, BP_DIR_OUT, 4, EDU_LIVENESS, 1, x);
+		v = readl(regs + EDU_LIVENESS);
+		kex_note(log, BP_DIR_IN, 4, EDU_LIVENESS, 1, v);
+		if (v != ~x)
+			return "liveness did not read back inverted";
+	}
+	writel(5, regs + EDU_FACTORIAL);
+	kex_note(log, BP_DIR_OUT, 4, EDU_FACTORIAL, 1, 5);
+	do {
+		v = readl(regs + EDU_STATUS);
+		kex_note(log, BP_DIR_IN, 4, EDU_STATUS, 1, v);
+	} while ((v & EDU_BUSY) && ++polls < KEX_MMIO_MAX / 2);
+	if (v & EDU_BUSY)
+		return "the factorial stayed busy";
+	v = readl(regs + EDU_FACTORIAL);
+	kex_note(log, BP_DIR_IN, 4, EDU_FACTORIAL, 1, v);
+	if (v != 120)
+		return "5! did not read 120";
+	writeq(wide, regs + EDU_SCRATCH);
+	kex_note(log, BP_DIR_OUT, 8, EDU_SCRATCH, 1, wide);
+	w = readq(regs + EDU_SCRATCH);
+	kex_note(log, BP_DIR_IN, 8, EDU_SCRATCH, 1, w);
+	if (w != wide)
+		return "the 8-byte register did not read back";
+	return NULL;
+}
+
 static const char *kex_errname(int rc)
 {
 	switch (-rc) {
@@ -75,6 +159,7 @@ static const char *kex_errname(int rc)
 	case EIO: return "EIO";
 	case EBUSY: return "EBUSY";
 	case EPROTONOSUPPORT: return "EPROTONOSUPPORT";
+	case EXDEV: return "EXDEV";
 	default: return "E?";
 	}
 }
@@ -152,13 +237,85 @@ out:
 	return rc;
 }
 
+/* The memory-mapped phase: the edu device's first page under a trap. */
+static int kex_run_mmio(u64 text_lo, u64 text_hi)
+{
+	phys_addr_t first = edu, last = edu + PAGE_SIZE - 1;
+	struct kex_mmio_log log = { NULL, 0 };
+	struct bp_record_wide *recs = NULL;
+	void __iomem *regs;
+	struct kex_result res;
+	size_t needed = 0;
+	const char *bad;
+	ssize_t n;
+	int rc;
+
+	regs = ioremap(edu, PAGE_SIZE);
+	log.a = kvcalloc(KEX_MMIO_MAX, sizeof(*log.a), GFP_KERNEL);
+	if (!regs || !log.a) {
+		pr_err("FAIL no mapping or memory for the edu device at 0x%lx\n",
+		       edu);
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = bp_start_trap_mmio(first, last);
+	if (rc) {
+		pr_err("FAIL bp_start_trap_mmio 0x%llx-0x%llx: %d (%s)\n",
+		       (u64)first, (u64)last, rc, kex_errname(rc));
+		goto out;
+	}
+	bad = kex_drive_mmio(regs, &log);
+	rc = bp_stop_trap_mmio(first, last);
+	if (rc) {
+		pr_err("FAIL bp_stop_trap_mmio 0x%llx-0x%llx: %d (%s)\n",
+		       (u64)first, (u64)last, rc, kex_errname(rc));
+		goto out;
+	}
+	if (bad) {
+		pr_err("FAIL edu device: %s\n", bad);
+		rc = -EIO;
+		goto out;
+	}
+
+	recs = kvcalloc(log.n, sizeof(*recs), GFP_KERNEL);
+	n = recs ? bp_extract_mmio(first, last, recs, log.n, &needed) :
+		   -ENOMEM;
+	if (n == -ENOBUFS) {
+		pr_err("FAIL bp_extract_mmio: %zu records for %zu accesses\n",
+		       needed, log.n);
+		rc = -EBADMSG;
+		goto out;
+	}
+	if (n < 0) {
+		pr_err("FAIL bp_extract_mmio 0x%llx-0x%llx: %zd (%s)\n",
+		       (u64)first, (u64)last, n, kex_errname(n));
+		rc = n;
+		goto out;
+	}
+	rc = kex_check_wide(recs, n, log.a, log.n, text_lo, text_hi, &res);
+	if (rc) {
+		pr_err("FAIL %zd memory-mapped records for %zu accesses: record %zu: %s\n",
+		       n, log.n, res.bad, res.why);
+		goto out;
+	}
+	pr_info("OK %zd memory-mapped transactions extracted, %zu accesses made, 0x%llx-0x%llx, rip 0x%llx-0x%llx in module text, %zu clock-skewed\n",
+		n, log.n, (u64)first, (u64)last, res.rip_min, res.rip_max,
+		res.skewed);
+out:
+	kvfree(recs);
+	kvfree(log.a);
+	if (regs)
+		iounmap(regs);
+	return rc;
+}
+
 static int __init kex_init(void)
 {
 	int rc;
 
-	if (!iterations || base > 0xfff8) {
-		pr_err("FAIL bad parameters base=0x%x iterations=%u\n", base,
-		       iterations);
+	if (!iterations || base > 0xfff8 || edu % PAGE_SIZE) {
+		pr_err("FAIL bad parameters base=0x%x iterations=%u edu=0x%lx\n",
+		       base, iterations, edu);
 		return -EINVAL;
 	}
 	/* The UART is ours while we drive it; the serial driver must not
@@ -170,6 +327,10 @@ static int __init kex_init(void)
 	}
 	rc = kex_run();
 	release_region(base, 8);
+	if (!rc && edu)
+		rc = kex_run_mmio((unsigned long)THIS_MODULE->core_layout.base,
+				  (unsigned long)THIS_MODULE->core_layout.base +
+				  THIS_MODULE->core_layout.text_size);
 	return rc;
 }
 

@@ -20,21 +20,13 @@ static int ordered(const struct bp_record *r)
 	       r->t_bus_end_ns <= r->t_resume_ns;
 }
 
-static const char *check_one(const struct bp_record *r,
-			     const struct bp_record *prev,
-			     const struct kex_access *w,
-			     uint64_t text_lo, uint64_t text_hi)
+/* What every record must say, whatever its space. */
+static const char *check_common(const struct bp_record *r,
+				const struct bp_record *prev,
+				uint64_t text_lo, uint64_t text_hi)
 {
-	if (r->port != w->port)
-		return "another port than the access made";
-	if (r->dir != w->dir)
-		return "another direction than the access made";
-	if (r->size != 1)
-		return "not a one-byte access";
 	if (r->status != BP_STATUS_OK)
 		return "status not ok";
-	if (w->check_value && r->value != w->value)
-		return "another value than the driver wrote or read";
 	if (r->rip < text_lo || r->rip >= text_hi)
 		return "RIP outside the driver's text";
 	if (prev && r->id <= prev->id)
@@ -54,6 +46,64 @@ static const char *check_one(const struct bp_record *r,
 	return NULL;
 }
 
+static const char *check_one(const struct bp_record *r,
+			     const struct bp_record *prev,
+			     const struct kex_access *w,
+			     uint64_t text_lo, uint64_t text_hi)
+{
+	if (r->port != w->port)
+		return "another port than the access made";
+	if (r->dir != w->dir)
+		return "another direction than the access made";
+	if (r->size != 1)
+		return "not a one-byte access";
+	if (w->check_value && r->value != w->value)
+		return "another value than the driver wrote or read";
+	return check_common(r, prev, text_lo, text_hi);
+}
+
+static const char *check_wide(const struct bp_record_wide *r,
+			      const struct bp_record_wide *prev,
+			      const struct kex_mmio_access *w,
+			      uint64_t text_lo, uint64_t text_hi)
+{
+	if (r->space != BP_SPACE_MMIO)
+		return "not a memory-mapped access";
+	if (r->addr != w->addr)
+		return "another address than the access made";
+	if (r->rec.dir != w->dir)
+		return "another direction than the access made";
+	if (r->rec.size != w->size)
+		return "another size than the access made";
+	if (w->check_value && r->value != w->value)
+		return "another value than the driver wrote or read";
+	return check_common(&r->rec, prev ? &prev->rec : NULL, text_lo,
+			    text_hi);
+}
+
+/* Counts what every record adds to the result. */
+static void tally(const struct bp_record *r, struct kex_result *res)
+{
+	if (r->flags & BP_RECORD_CLOCK_SKEWED)
+		res->skewed++;
+	if (r->rip < res->rip_min)
+		res->rip_min = r->rip;
+	if (r->rip > res->rip_max)
+		res->rip_max = r->rip;
+}
+
+/* The start of either check: 0 if n records are as many as accesses made. */
+static int start(size_t n, size_t nwant, struct kex_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	res->rip_min = ~(uint64_t)0;
+	if (n == nwant)
+		return 0;
+	res->bad = n < nwant ? n : nwant;
+	res->why = "another number of records than accesses made";
+	return -EBADMSG;
+}
+
 int kex_check_records(const struct bp_record *recs, size_t n,
 		      const struct kex_access *want, size_t nwant,
 		      uint64_t text_lo, uint64_t text_hi,
@@ -61,28 +111,36 @@ int kex_check_records(const struct bp_record *recs, size_t n,
 {
 	size_t i;
 
-	memset(res, 0, sizeof(*res));
-	res->rip_min = ~(uint64_t)0;
-	if (n != nwant) {
-		res->bad = n < nwant ? n : nwant;
-		res->why = "another number of records than accesses made";
+	if (start(n, nwant, res))
 		return -EBADMSG;
-	}
 	for (i = 0; i < n; i++) {
-		const struct bp_record *r = &recs[i];
-
-		res->why = check_one(r, i ? &recs[i - 1] : NULL, &want[i],
-				     text_lo, text_hi);
+		res->why = check_one(&recs[i], i ? &recs[i - 1] : NULL,
+				     &want[i], text_lo, text_hi);
 		if (res->why) {
 			res->bad = i;
 			return -EBADMSG;
 		}
-		if (r->flags & BP_RECORD_CLOCK_SKEWED)
-			res->skewed++;
-		if (r->rip < res->rip_min)
-			res->rip_min = r->rip;
-		if (r->rip > res->rip_max)
-			res->rip_max = r->rip;
+		tally(&recs[i], res);
+	}
+	return 0;
+}
+
+int kex_check_wide(const struct bp_record_wide *recs, size_t n,
+		   const struct kex_mmio_access *want, size_t nwant,
+		   uint64_t text_lo, uint64_t text_hi, struct kex_result *res)
+{
+	size_t i;
+
+	if (start(n, nwant, res))
+		return -EBADMSG;
+	for (i = 0; i < n; i++) {
+		res->why = check_wide(&recs[i], i ? &recs[i - 1] : NULL,
+				      &want[i], text_lo, text_hi);
+		if (res->why) {
+			res->bad = i;
+			return -EBADMSG;
+		}
+		tally(&recs[i].rec, res);
 	}
 	return 0;
 }

@@ -21,6 +21,15 @@ struct kex_access {
 	uint32_t value;
 };
 
+/* One memory-mapped access the driver made. */
+struct kex_mmio_access {
+	uint64_t addr;		/* guest-physical */
+	uint8_t dir;		/* BP_DIR_* */
+	uint8_t size;		/* 1, 2, 4 or 8 */
+	uint8_t check_value;	/* 1: the record must carry `value` */
+	uint64_t value;
+};
+
 struct kex_result {
 	size_t bad;		/* index of the first wrong record, if any */
 	const char *why;	/* NULL if every record is right */
@@ -39,6 +48,15 @@ int kex_check_records(const struct bp_record *recs, size_t n,
 		      const struct kex_access *want, size_t nwant,
 		      uint64_t text_lo, uint64_t text_hi,
 		      struct kex_result *res);
+
+/*
+ * kex_check_records for bp_extract_mmio's records: the same rules, with
+ * space MMIO, the guest-physical address, the access's size and the whole
+ * 64-bit value in place of port, size 1 and the 32-bit value.
+ */
+int kex_check_wide(const struct bp_record_wide *recs, size_t n,
+		   const struct kex_mmio_access *want, size_t nwant,
+		   uint64_t text_lo, uint64_t text_hi, struct kex_result *res);
 
 #ifdef __cplusplus
 }

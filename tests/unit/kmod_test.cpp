@@ -25,6 +25,8 @@ struct FakeXen {
         unsigned int cmd;
         xen_busprof_trap trap{};
         xen_busprof_extract extract{};
+        xen_busprof_span span{};
+        xen_busprof_extract_wide wide{};
     };
     // What extract hands back: `total` records in the snapshot, numbered 1..
     uint64_t total = 0;
@@ -44,6 +46,10 @@ struct FakeXen {
             std::memcpy(&c.trap, arg, sizeof(c.trap));
         if (extract)
             std::memcpy(&c.extract, arg, sizeof(c.extract));
+        if (cmd == XEN_BUSPROF_start_trap_span || cmd == XEN_BUSPROF_stop_trap_span)
+            std::memcpy(&c.span, arg, sizeof(c.span));
+        if (cmd == XEN_BUSPROF_extract_wide)
+            std::memcpy(&c.wide, arg, sizeof(c.wide));
         calls.push_back(c);
         if (!script.empty()) {
             long rc = script.front();
@@ -67,6 +73,23 @@ struct FakeXen {
                                 sizeof(r));
                 else
                     std::memcpy(x->buffer.p + n, &r.rec, sizeof(r.rec));
+            }
+            x->nr = static_cast<uint32_t>(n);
+            x->total = total;
+            x->snapshot = snapshot;
+        }
+        if (cmd == XEN_BUSPROF_extract_wide) {
+            auto* x = static_cast<xen_busprof_extract_wide*>(arg);
+            uint64_t n = 0;
+            for (uint64_t i = x->offset; i < total && n < x->nr; i++, n++) {
+                xen_busprof_record_wide r{};
+                r.ext.rec.id = i + 1;
+                r.ext.rec.size = 8;
+                r.addr = x->span.first + 8 * i;
+                r.value = 0x0123456789abcdefull + i;
+                r.ext.rec.value = static_cast<uint32_t>(r.value);
+                r.space = XEN_BUSPROF_SPACE_MMIO;
+                x->buffer.p[n] = r;
             }
             x->nr = static_cast<uint32_t>(n);
             x->total = total;
@@ -284,6 +307,103 @@ TEST(KmodCore, ExtractPassesOtherErrorsThrough) {
     EXPECT_EQ(bp_core_extract(&e, 0x2f8, 0x2ff, &r, 1, nullptr), -EOPNOTSUPP);
 }
 
+TEST(KmodCore, SpanChecksWantWholePagesBelow2To52) {
+    EXPECT_EQ(bp_core_check_span(0xfea00000, 0xfea00fff), 0);
+    EXPECT_EQ(bp_core_check_span(0xfea00000, 0xfeafffff), 0);
+    EXPECT_EQ(bp_core_check_span(0xfea00004, 0xfea00fff), -EINVAL); // first not aligned
+    EXPECT_EQ(bp_core_check_span(0xfea00000, 0xfea00ffe), -EINVAL); // last + 1 not aligned
+    EXPECT_EQ(bp_core_check_span(0xfea01000, 0xfea00fff), -EINVAL); // backwards
+    EXPECT_EQ(bp_core_check_span(1ull << 52, (1ull << 52) + 0xfff), -EINVAL);
+    EXPECT_EQ(bp_core_check_span(0, ~0ull), -EINVAL); // last + 1 wraps to 0
+}
+
+TEST(KmodCore, TrapSpanPassesAMemoryMappedSpanWithZeroFlagsAndReturnsXensErrno) {
+    FakeXen xen;
+    bp_env e = xen.env();
+    e.xen_version = 0x00010003;
+    xen.script = {0, -EXDEV};
+    EXPECT_EQ(bp_core_trap_span(&e, XEN_BUSPROF_start_trap_span, 0xfea00000, 0xfea00fff), 0);
+    EXPECT_EQ(bp_core_trap_span(&e, XEN_BUSPROF_stop_trap_span, 0xfee00000, 0xfee00fff),
+              -EXDEV);
+    ASSERT_EQ(xen.calls.size(), 2u);
+    EXPECT_EQ(xen.calls[0].cmd, unsigned{XEN_BUSPROF_start_trap_span});
+    EXPECT_EQ(xen.calls[0].span.first, 0xfea00000u);
+    EXPECT_EQ(xen.calls[0].span.last, 0xfea00fffu);
+    EXPECT_EQ(xen.calls[0].span.space, unsigned{XEN_BUSPROF_SPACE_MMIO});
+    EXPECT_EQ(xen.calls[0].span.flags, 0u);
+    EXPECT_EQ(xen.calls[1].cmd, unsigned{XEN_BUSPROF_stop_trap_span});
+    EXPECT_EQ(xen.calls[1].span.first, 0xfee00000u);
+}
+
+// A Xen before 1.3 knows no spans: refused here, never asked.
+TEST(KmodCore, MemoryMappedCallsOfAXenBefore13AreEopnotsuppWithoutAHypercall) {
+    FakeXen xen;
+    bp_env e = xen.env();
+    e.xen_version = 0x00010002;
+    EXPECT_EQ(bp_core_trap_span(&e, XEN_BUSPROF_start_trap_span, 0xfea00000, 0xfea00fff),
+              -EOPNOTSUPP);
+    bp_record_wide r{};
+    EXPECT_EQ(bp_core_extract_mmio(&e, 0xfea00000, 0xfea00fff, &r, 1, nullptr), -EOPNOTSUPP);
+    EXPECT_TRUE(xen.calls.empty());
+}
+
+TEST(KmodCore, BadSpansNeverReachTheHypervisor) {
+    FakeXen xen;
+    bp_env e = xen.env();
+    e.xen_version = 0x00010003;
+    EXPECT_EQ(bp_core_trap_span(&e, XEN_BUSPROF_start_trap_span, 0xfea00010, 0xfea00fff),
+              -EINVAL);
+    bp_record_wide r{};
+    EXPECT_EQ(bp_core_extract_mmio(&e, 0xfea00fff, 0xfea00000, &r, 1, nullptr), -EINVAL);
+    EXPECT_EQ(bp_core_extract_mmio(&e, 0xfea00000, 0xfea00fff, nullptr, 1, nullptr), -EINVAL);
+    EXPECT_TRUE(xen.calls.empty());
+}
+
+TEST(KmodCore, ExtractMmioPagesWideRecordsThroughOneSnapshot) {
+    FakeXen xen;
+    bp_env e = xen.env();
+    e.xen_version = 0x00010003;
+    xen.total = XEN_BUSPROF_EXTRACT_MAX + 7;
+    xen.script = {-EAGAIN};
+    std::vector<bp_record_wide> r(xen.total + 3);
+    size_t needed = 0;
+    // any bounds: a register, not a whole page
+    ASSERT_EQ(bp_core_extract_mmio(&e, 0xfea00004, 0xfea00007, r.data(), r.size(), &needed),
+              static_cast<ssize_t>(xen.total));
+    EXPECT_EQ(needed, xen.total);
+    ASSERT_EQ(xen.calls.size(), 3u); // asked again once, then two pages
+    for (const auto& c : xen.calls) {
+        EXPECT_EQ(c.cmd, unsigned{XEN_BUSPROF_extract_wide});
+        EXPECT_EQ(c.wide.span.first, 0xfea00004u);
+        EXPECT_EQ(c.wide.span.last, 0xfea00007u);
+        EXPECT_EQ(c.wide.span.space, unsigned{XEN_BUSPROF_SPACE_MMIO});
+        EXPECT_EQ(c.wide.span.flags, 0u);
+        EXPECT_EQ(c.wide.pad, 0u);
+    }
+    EXPECT_EQ(xen.calls[1].wide.snapshot, 0u);
+    EXPECT_EQ(xen.calls[2].wide.offset, uint64_t{XEN_BUSPROF_EXTRACT_MAX});
+    EXPECT_EQ(xen.calls[2].wide.snapshot, xen.snapshot);
+    for (uint64_t i = 0; i < xen.total; i++) {
+        ASSERT_EQ(r[i].rec.id, i + 1);
+        ASSERT_EQ(r[i].addr, 0xfea00004 + 8 * i);
+        ASSERT_EQ(r[i].value, 0x0123456789abcdefull + i);
+        ASSERT_EQ(r[i].rec.size, 8);
+        ASSERT_EQ(r[i].space, unsigned{BP_SPACE_MMIO});
+    }
+    EXPECT_EQ(r[xen.total].rec.id, 0u); // past the count: untouched
+}
+
+TEST(KmodCore, ExtractMmioSaysHowManyWhenTheBufferIsTooSmall) {
+    FakeXen xen;
+    bp_env e = xen.env();
+    e.xen_version = 0x00010003;
+    xen.total = 25;
+    bp_record_wide r{};
+    size_t needed = 0;
+    EXPECT_EQ(bp_core_extract_mmio(&e, 0xfea00000, 0xfea00fff, &r, 1, &needed), -ENOBUFS);
+    EXPECT_EQ(needed, 25u);
+}
+
 // The example module's accesses: out v, in v (scratch), in (line status).
 struct Records {
     std::vector<kex_access> want;
@@ -406,3 +526,77 @@ TEST(KexampleCheck, StampsOutOfOrderMustBeFlaggedAndOnlyThen) {
 }
 
 } // namespace
+
+// The example module's memory-mapped accesses on the edu device: the ID, a
+// liveness pair, an 8-byte write and read.
+struct WideRecords {
+    std::vector<kex_mmio_access> want;
+    std::vector<bp_record_wide> recs;
+    static constexpr uint64_t lo = 0xffffffffc0a00000, hi = 0xffffffffc0a02000;
+    static constexpr uint64_t bar = 0xfea00000;
+
+    WideRecords() {
+        uint64_t t = 1000;
+        add(bar, BP_DIR_IN, 4, 0x010000ed, t);
+        add(bar + 4, BP_DIR_OUT, 4, 0x5a5a0000, t);
+        add(bar + 4, BP_DIR_IN, 4, 0xa5a5ffff, t);
+        add(bar + 0x80, BP_DIR_OUT, 8, 0x0123456789abcdefull, t);
+        add(bar + 0x80, BP_DIR_IN, 8, 0x0123456789abcdefull, t);
+    }
+    void add(uint64_t addr, uint8_t dir, uint8_t size, uint64_t value, uint64_t& t) {
+        want.push_back(kex_mmio_access{addr, dir, size, 1, value});
+        bp_record_wide r{};
+        r.rec.id = recs.size() + 3;
+        r.rec.rip = lo + 0x80;
+        r.rec.t_trap_ns = t;
+        r.rec.t_bus_begin_ns = t + 10;
+        r.rec.t_bus_end_ns = t + 20;
+        r.rec.t_resume_ns = t + 30;
+        t += 100;
+        r.rec.value = static_cast<uint32_t>(value);
+        r.rec.size = size;
+        r.rec.dir = dir;
+        r.addr = addr;
+        r.value = value;
+        r.space = BP_SPACE_MMIO;
+        recs.push_back(r);
+    }
+    int check(kex_result* res) const {
+        return kex_check_wide(recs.data(), recs.size(), want.data(), want.size(), lo, hi, res);
+    }
+};
+
+TEST(KexampleCheck, TheMemoryMappedAccessesMadePass) {
+    WideRecords w;
+    kex_result res;
+    ASSERT_EQ(w.check(&res), 0) << res.why;
+    EXPECT_EQ(res.rip_min, WideRecords::lo + 0x80);
+    EXPECT_EQ(res.skewed, 0u);
+}
+
+TEST(KexampleCheck, AWrongAddressSizeValueOrSpaceFails) {
+    const std::pair<const char*, void (*)(bp_record_wide&)> faults[] = {
+        {"another address than the access made", [](bp_record_wide& r) { r.addr += 4; }},
+        {"another size than the access made", [](bp_record_wide& r) { r.rec.size = 4; }},
+        {"another value than the driver wrote or read",
+         [](bp_record_wide& r) { r.value ^= 1ull << 40; }}, // only the high half differs
+        {"not a memory-mapped access", [](bp_record_wide& r) { r.space = BP_SPACE_PIO; }},
+        {"another direction than the access made",
+         [](bp_record_wide& r) { r.rec.dir = BP_DIR_OUT; }},
+        {"RIP outside the driver's text",
+         [](bp_record_wide& r) { r.rec.rip = WideRecords::hi; }},
+    };
+    for (const auto& [why, fault] : faults) {
+        WideRecords w;
+        fault(w.recs[4]);
+        kex_result res;
+        EXPECT_EQ(w.check(&res), -EBADMSG) << why;
+        EXPECT_EQ(res.bad, 4u) << why;
+        EXPECT_STREQ(res.why, why);
+    }
+    WideRecords w;
+    w.recs.pop_back();
+    kex_result res;
+    EXPECT_EQ(w.check(&res), -EBADMSG);
+    EXPECT_STREQ(res.why, "another number of records than accesses made");
+}

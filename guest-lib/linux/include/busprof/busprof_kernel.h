@@ -10,6 +10,13 @@
  *	rc = bp_stop_trap(0x2f8, 0x2ff);
  *	n = bp_extract(0x2f8, 0x2ff, recs, cap, &needed);
  *
+ *	bar = pci_resource_start(pdev, 0);	// a BAR the domain owns
+ *	regs = ioremap(bar, PAGE_SIZE);
+ *	rc = bp_start_trap_mmio(bar, bar + PAGE_SIZE - 1);
+ *	writel(v, regs + 4); x = readl(regs + 4);	// the driver's own MMIO
+ *	rc = bp_stop_trap_mmio(bar, bar + PAGE_SIZE - 1);
+ *	n = bp_extract_mmio(bar, bar + PAGE_SIZE - 1, wrecs, cap, &needed);
+ *
  * The same calls as libbusprof's (<busprof/busprof.h>) without the handle:
  * the hypercall acts on the calling domain.  Every function returns 0 (or
  * a count) on success and a negative errno on failure, as the kernel does;
@@ -27,7 +34,9 @@
 #include <linux/types.h>
 #else
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
+typedef uint64_t phys_addr_t;	/* the unit test's, as on x86-64 */
 #endif
 
 /*
@@ -81,6 +90,31 @@ int bp_resume(void);
  */
 ssize_t bp_extract(unsigned int first, unsigned int last,
 		   struct bp_record *buf, size_t cap, size_t *needed);
+
+/*
+ * Memory-mapped registers (interface 1.3): trap the guest-physical pages
+ * [first, last] of a BAR the domain owns, as pci_resource_start() gives it
+ * (whole 4 KiB pages: first page-aligned, last + 1 page-aligned).  While
+ * trapped, each readl/writel (or any load or store) through the driver's
+ * ioremap of those pages is recorded and served by the profiler.  Errors as
+ * for bp_start_trap, and: -EINVAL: not whole pages; -EPERM: outside dom0's
+ * memory-mapped policy or the domain's device memory; -EXDEV: a page is not
+ * the domain's direct mapping of a device (emulated by Xen, MSI-X table or
+ * PBA); -ENOSPC: too many spans or pages; -ENXIO: no profiler of 1.3 or
+ * later; -EOPNOTSUPP: a Xen older than 1.3, or one that cannot trap
+ * memory-mapped pages.  Neither sleeps.
+ */
+int bp_start_trap_mmio(phys_addr_t first, phys_addr_t last);
+int bp_stop_trap_mmio(phys_addr_t first, phys_addr_t last);
+
+/*
+ * bp_extract for this domain's memory-mapped accesses to [first, last]
+ * (any bounds, not only whole pages), as struct bp_record_wide: the
+ * 64-bit address and value, the size (1, 2, 4 or 8) in rec.size.
+ */
+ssize_t bp_extract_mmio(phys_addr_t first, phys_addr_t last,
+			struct bp_record_wide *buf, size_t cap,
+			size_t *needed);
 
 #ifdef __cplusplus
 }
