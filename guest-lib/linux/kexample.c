@@ -16,7 +16,8 @@
  * status register's busy bit and an 8-byte write and read, checked against
  * bp_extract_mmio's records.
  *
- * Parameters: base=0x2f8 (UART base port), iterations=100, edu=0 (none).
+ * Parameters: base=0x2f8 (UART base port), iterations=100 (0: no port
+ * phase, with edu only), edu=0 (none).
  */
 #define pr_fmt(fmt) "busprof-kexample: " fmt
 
@@ -37,7 +38,7 @@ module_param(base, uint, 0444);
 MODULE_PARM_DESC(base, "UART base port (the scratch register is base + 7)");
 static unsigned int iterations = 100;
 module_param(iterations, uint, 0444);
-MODULE_PARM_DESC(iterations, "write/read/status rounds");
+MODULE_PARM_DESC(iterations, "write/read/status rounds (0: only the edu device's phase)");
 static unsigned long edu;
 module_param(edu, ulong, 0444);
 MODULE_PARM_DESC(edu, "guest-physical address of the edu device's BAR0 (0: no memory-mapped phase)");
@@ -311,23 +312,27 @@ out:
 
 static int __init kex_init(void)
 {
-	int rc;
+	int rc = 0;
 
-	if (!iterations || base > 0xfff8 || edu % PAGE_SIZE) {
+	if ((!iterations && !edu) || base > 0xfff8 || edu % PAGE_SIZE) {
 		pr_err("FAIL bad parameters base=0x%x iterations=%u edu=0x%lx\n",
 		       base, iterations, edu);
 		return -EINVAL;
 	}
-	/* The UART is ours while we drive it; the serial driver must not
-	 * have claimed it (HVM guests: 8250.nr_uarts=1). */
-	if (!request_region(base, 8, KBUILD_MODNAME)) {
-		pr_err("FAIL ports 0x%x-0x%x are in use by another driver\n",
-		       base, base + 7);
-		return -EBUSY;
+	if (iterations) {
+		/* The UART is ours while we drive it; the serial driver must
+		 * not have claimed it (HVM guests: 8250.nr_uarts=1). */
+		if (!request_region(base, 8, KBUILD_MODNAME)) {
+			pr_err("FAIL ports 0x%x-0x%x are in use by another driver\n",
+			       base, base + 7);
+			return -EBUSY;
+		}
+		rc = kex_run();
+		release_region(base, 8);
+		if (rc)
+			return rc;
 	}
-	rc = kex_run();
-	release_region(base, 8);
-	if (!rc && edu)
+	if (edu)
 		rc = kex_run_mmio((unsigned long)THIS_MODULE->core_layout.base,
 				  (unsigned long)THIS_MODULE->core_layout.base +
 				  THIS_MODULE->core_layout.text_size);

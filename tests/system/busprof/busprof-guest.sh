@@ -65,7 +65,7 @@ fi
 
 # The edu device (QEMU's, given with iomem=, its BAR0 on the command line as
 # busprof.edu=): its user-space driver traps the BAR's first page and runs
-# the edu sequence there.  dom0 ends the session, starts the next one, has
+# the edu sequence there, and so does the example kernel module.  dom0 ends the session, starts the next one, has
 # QEMU log what the device sees and only then allows the BAR in its policy:
 # the driver waits for that (-w), trying its trap again while it is refused
 # with EPERM.
@@ -73,6 +73,17 @@ edu=$(sed -n 's/.*busprof\.edu=\(0x[0-9a-f]*\).*/\1/p' /proc/cmdline)
 if [ -n "$edu" ]; then
     echo "EDU-READY"
     busprof-edu-driver -b "$edu" -w 120 || rc=1
+    # Then the example kernel module runs the edu sequence from the kernel
+    # (its ioremap of the BAR's first page, readl/writel/readq/writeq under
+    # bp_start_trap_mmio) in the same session and QEMU log: its rows follow
+    # the program's.  Only its memory-mapped phase (iterations=0); it stayed
+    # loaded after its port phase, so it is unloaded first.
+    if [ -f /busprof/kmod/busprof-kexample.ko ] && grep -q '^busprof ' /proc/modules; then
+        rmmod busprof_kexample 2>/dev/null
+        k=$(dmesg | grep -c 'busprof-kexample: ')
+        insmod /busprof/kmod/busprof-kexample.ko iterations=0 edu="$edu" || rc=1
+        dmesg | grep 'busprof-kexample: ' | tail -n +$((k + 1)) | sed 's/^\[[^]]*\] //'
+    fi
     echo "EDU-DONE"
 fi
 

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """The edu phase of the real-Xen system test (check_trace.py calls it): a
 guest's user-space driver of QEMU's edu device under a memory-mapped trap,
-checked three ways.
+then the example kernel module's edu sequence (busprof-kexample.ko
+edu=BAR: ioremap, readl/writel/readq/writeq) where the guest has the
+modules, checked three ways.
 
   - The program: it printed EDU OK and each trapped access it made
     (ACCESS dir addr size value), and its edu sequence read back right (the
@@ -15,8 +17,12 @@ checked three ways.
     logged from before the trap to after the program): exactly the DB's rows
     in the same order, addresses, widths and values, then the program's access
     to the page it never trapped and its access after it stopped the trap,
-    neither of them in the DB.  Nothing reached the device while trapped
-    that the DB lacks, and nothing the DB records missed the device.
+    neither of them in the DB, then the module's rows.  Nothing reached the
+    device while trapped that the DB lacks, and nothing the DB records missed
+    the device.
+  - The module: its rows (those with a kernel RIP, negative as stored) follow
+    the program's, follow the edu sequence's rules, and are as many as it
+    said it extracted and checked (busprof-kexample: OK N memory-mapped ...).
 """
 import os
 import re
@@ -28,6 +34,8 @@ MASK64 = (1 << 64) - 1
 # The log backend's line; a PID@TIME: prefix when QEMU stamps its messages.
 TRACE_RE = re.compile(r"memory_region_ops_(read|write) cpu -?\d+ mr \S+ addr 0x([0-9a-f]+)"
                       r" value 0x([0-9a-f]+) size (\d+) name '([^']*)'")
+KMOD_RE = re.compile(r"busprof-kexample: OK (\d+) memory-mapped transactions extracted,"
+                     r" (\d+) accesses made")
 ACCESS_RE = re.compile(r"^ACCESS (in|out) 0x([0-9a-f]+) (\d+) 0x([0-9a-f]+)\s*$", re.M)
 
 
@@ -78,6 +86,23 @@ def fmt(a):
     return f"{a[0]} 0x{a[1]:x} size {a[2]} value 0x{a[3]:x}"
 
 
+def kernel_problems(log, kernel):
+    """What is wrong with the module's rows: expected where the guest has the
+    modules (the log has their lines), as many as the module says it checked,
+    by the edu sequence's rules."""
+    if "busprof-kexample: " not in log:
+        return ["rows with a kernel RIP, but the guest ran no kernel module"] if kernel else []
+    m = KMOD_RE.search(log)
+    if not m:
+        bad = re.findall(r"busprof-kexample: FAIL .*", log)
+        return [f"the kernel module's edu phase did not print OK: {bad[-1] if bad else '?'}"]
+    problems = [f"kernel module: {p}" for p in sequence_problems(kernel)]
+    if int(m.group(1)) != len(kernel) or int(m.group(2)) != len(kernel):
+        problems.append(f"the kernel module made {m.group(2)} accesses and extracted"
+                        f" {m.group(1)} records, the DB has {len(kernel)} rows")
+    return problems
+
+
 def check_edu(db, outdir, name, sid):
     """Problems of NAME's edu phase (session sid) and its summary line, or
     (problems, None) if it did not run."""
@@ -94,12 +119,16 @@ def check_edu(db, outdir, name, sid):
         problems.append(f"the edu driver did not print EDU OK: {bad.group(0) if bad else '?'}")
     program = [(d, int(a, 16), int(s), int(v, 16)) for d, a, s, v in ACCESS_RE.findall(log)]
     problems += sequence_problems(program)
-    rows = db.execute("SELECT dir, addr, size, value, status FROM mmio_transactions"
+    rows = db.execute("SELECT dir, addr, size, value, status, rip FROM mmio_transactions"
                       " WHERE session_id = ? ORDER BY id", (sid,)).fetchall()
-    recorded = [(d, a, s, v & MASK64) for d, a, s, v, _ in rows]
+    recorded = [(d, a, s, v & MASK64) for d, a, s, v, _, rip in rows if rip >= 0]
+    kernel = [(d, a, s, v & MASK64) for d, a, s, v, _, rip in rows if rip < 0]
     if recorded != program:
         problems.append(f"the DB's {len(recorded)} rows are not the program's {len(program)}"
                         f" accesses: {first_difference(recorded, program)}")
+    if [r[5] < 0 for r in rows] != sorted(r[5] < 0 for r in rows):
+        problems.append("the kernel module's rows do not all follow the program's")
+    problems += kernel_problems(log, kernel)
     odd = [r for r in rows if r[4] != "ok" or not bar <= r[1] < bar + PAGE]
     if odd:
         problems.append(f"{len(odd)} rows not ok or outside the trapped page, e.g. {odd[0]}")
@@ -112,8 +141,8 @@ def check_edu(db, outdir, name, sid):
     # xl's iomem= maps the BAR 1:1, so the machine address QEMU logs is the
     # guest-physical address the row holds.
     want = list(recorded)
-    want += [("in", bar + PAGE, 4, 0xFFFFFFFF), ("in", bar, 4, EDU_ID)]
+    want += [("in", bar + PAGE, 4, 0xFFFFFFFF), ("in", bar, 4, EDU_ID)] + kernel
     if seen != want:
         problems.append(f"QEMU's edu device saw {len(seen)} accesses, the DB and the program"
                         f" say {len(want)}: {first_difference(seen, want)}")
-    return problems, (name + "/edu", sid, len(rows), len(seen))
+    return problems, (name + "/edu", sid, len(recorded), len(kernel), len(seen))

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only
 """check_edu.py over a made-up run: it passes the edu phase whose program
-output, trace DB and QEMU log agree, and fails each doctored copy (a row or
-a QEMU line dropped, two swapped, a value changed, an access that reached the
-device while trapped without a row, the untrapped access recorded)."""
+output, kernel module's line, trace DB and QEMU log agree, and fails each
+doctored copy (a row or a QEMU line dropped, two swapped, a value changed, an
+access that reached the device while trapped without a row, the untrapped
+access recorded, the module's rows miscounted, missing at the device, before
+the program's, or failed)."""
 import os
 import sqlite3
 import sys
@@ -38,14 +40,30 @@ def trace_line(d, off, size, value, name="edu-mmio"):
             f" size {size} name '{name}'\n")
 
 
-def make_run(top, rows, seen, made=None):
+def kernel():
+    """The example module's edu sequence (busprof-kexample.ko edu=BAR)."""
+    a = [("in", 0x00, 4, 0x010000ED)]
+    for i in range(2):
+        x = 0x5A5A0000 + i * 0x111
+        a += [("out", 0x04, 4, x), ("in", 0x04, 4, ~x & 0xFFFFFFFF)]
+    a += [("out", 0x08, 4, 5), ("in", 0x20, 4, 0), ("in", 0x08, 4, 120)]
+    return a + [("out", 0x80, 8, 0x0123456789ABCDEF), ("in", 0x80, 8, 0x0123456789ABCDEF)]
+
+
+KRIP = -0x3F5DE000  # a module's text, as stored: negative
+KLINE = "busprof-kexample: OK {n} memory-mapped transactions extracted, {n} accesses made\n"
+
+
+def make_run(top, rows, seen, made=None, kline=None):
     made = program() if made is None else made
     os.makedirs(os.path.join(top, "results", "guests"))
     with open(os.path.join(top, "results", "guests", NAME + ".log"), "w") as f:
         f.write("EDU-READY\n")
         for d, off, size, value in made:
             f.write(f"ACCESS {d} 0x{BAR + off:x} {size} 0x{value:x}\n")
-        f.write(f"EDU OK {len(made)} accesses trapped and recorded\nEDU-DONE\n")
+        f.write(f"EDU OK {len(made)} accesses trapped and recorded\n")
+        f.write("busprof-kexample: OK 300 transactions extracted, 300 accesses made\n")
+        f.write((KLINE.format(n=len(kernel())) if kline is None else kline) + "EDU-DONE\n")
     with open(os.path.join(top, "results", NAME + ".edu.log"), "w") as f:
         f.write(f"[t=1] {NAME} is ready for the edu device: stop, rearm, QEMU's log on,"
                 f" allow 0x{BAR:x}-0x{BAR + 0xFFFFF:x}\n")
@@ -55,19 +73,20 @@ def make_run(top, rows, seen, made=None):
             f.write(trace_line(*a))
     db = sqlite3.connect(os.path.join(top, "trace.db"))
     db.execute("CREATE TABLE mmio_transactions (id INTEGER PRIMARY KEY, session_id INTEGER,"
-               " dir TEXT, addr INTEGER, size INTEGER, value INTEGER, status TEXT)")
-    for d, off, size, value, *status in rows:
+               " dir TEXT, addr INTEGER, size INTEGER, value INTEGER, status TEXT, rip INTEGER)")
+    for d, off, size, value, *rest in rows:
         v = value - (1 << 64) if value >= 1 << 63 else value       # stored signed
-        db.execute("INSERT INTO mmio_transactions (session_id, dir, addr, size, value, status)"
-                   " VALUES (?, ?, ?, ?, ?, ?)", (SID, d, BAR + off, size, v,
-                                                  status[0] if status else "ok"))
+        status = rest[0] if rest else "ok"
+        rip = rest[1] if len(rest) > 1 else 0x401000   # the program's text
+        db.execute("INSERT INTO mmio_transactions (session_id, dir, addr, size, value, status,"
+                   " rip) VALUES (?, ?, ?, ?, ?, ?, ?)", (SID, d, BAR + off, size, v, status, rip))
     db.commit()
     return db
 
 
-def outcome(rows, seen, made=None):
+def outcome(rows, seen, made=None, kline=None):
     with tempfile.TemporaryDirectory() as top:
-        db = make_run(top, rows, seen, made)
+        db = make_run(top, rows, seen, made, kline)
         problems, _ = check_edu(db, top, NAME, SID)
         db.close()
     return problems
@@ -75,36 +94,57 @@ def outcome(rows, seen, made=None):
 
 def main():
     p = program()
+    k = kernel()
+    kr = [a + ("ok", KRIP) for a in k]  # the module's rows
     after = [("in", 0x1000, 4, 0xFFFFFFFF), ("in", 0x00, 4, 0x010000ED)]
-    good = outcome(p, p + after)
+    good = outcome(p + kr, p + after + k)
     assert good == [], good
 
     doctored = {
-        "a row dropped": (p[:3] + p[4:], p + after),
-        "two rows swapped": (p[:1] + [p[2], p[1]] + p[3:], p + after),
-        "a row's value changed": (p[:1] + [p[1][:3] + (p[1][3] ^ 1,)] + p[2:], p + after),
-        "a row not ok": (p[:1] + [p[1] + ("error",)] + p[2:], p + after),
-        "the untrapped access recorded": (p + after[:1], p + after),
-        "a QEMU line dropped": (p, p[:5] + p[6:] + after),
-        "two QEMU lines swapped": (p, [p[1], p[0]] + p[2:] + after),
-        "a QEMU value changed": (p, p[:-1] + [p[-1][:3] + (0,)] + after),
-        "an access while trapped without a row": (p, p[:4] + [("in", 0x00, 4, 0x010000ED)]
-                                                  + p[4:] + after),
-        "the untrapped access not at the device": (p, p + after[1:]),
-        "no access after the stop": (p, p + after[:1]),
+        "a row dropped": (p[:3] + p[4:] + kr, p + after + k),
+        "two rows swapped": (p[:1] + [p[2], p[1]] + p[3:] + kr, p + after + k),
+        "a row's value changed": (p[:1] + [p[1][:3] + (p[1][3] ^ 1,)] + p[2:] + kr,
+                                  p + after + k),
+        "a row not ok": (p[:1] + [p[1] + ("error",)] + p[2:] + kr, p + after + k),
+        "the untrapped access recorded": (p + after[:1] + kr, p + after + k),
+        "a QEMU line dropped": (p + kr, p[:5] + p[6:] + after + k),
+        "two QEMU lines swapped": (p + kr, [p[1], p[0]] + p[2:] + after + k),
+        "a QEMU value changed": (p + kr, p[:-1] + [p[-1][:3] + (0,)] + after + k),
+        "an access while trapped without a row": (p + kr, p[:4] + [("in", 0x00, 4, 0x010000ED)]
+                                                  + p[4:] + after + k),
+        "the untrapped access not at the device": (p + kr, p + after[1:] + k),
+        "no access after the stop": (p + kr, p + after[:1] + k),
+        "a module's row dropped": (p + kr[:3] + kr[4:], p + after + k),
+        "a module's access not at the device": (p + kr, p + after + k[:-1]),
+        "a module's row before the program's": (kr[:1] + p + kr[1:], p + after + k),
+        "a module's liveness read not the inverse": (
+            p + kr[:2] + [("in", 0x04, 4, k[1][3], "ok", KRIP)] + kr[3:],
+            p + after + k[:2] + [("in", 0x04, 4, k[1][3])] + k[3:]),
+        "the module's count not the DB's": (p + kr, p + after + k, None, KLINE.format(n=99)),
+        "the module failed": (p + kr, p + after + k, None,
+                              "busprof-kexample: FAIL bp_start_trap_mmio: -1 (EPERM)\n"),
         "a liveness read not the inverse": (None, None),
     }
     bad_made = p[:2] + [("in", 0x04, 4, p[1][3])] + p[3:]
-    doctored["a liveness read not the inverse"] = (bad_made, bad_made + after)
+    doctored["a liveness read not the inverse"] = (bad_made + kr, bad_made + after + k, bad_made)
     failed = []
-    for what, (rows, seen) in doctored.items():
-        made = bad_made if what == "a liveness read not the inverse" else None
-        problems = outcome(rows, seen, made)
+    for what, (rows, seen, *more) in doctored.items():
+        problems = outcome(rows, seen, *more)
         print(f"{what}: {problems[0] if problems else 'NOT CAUGHT'}")
         if not problems:
             failed.append(what)
     assert not failed, f"doctored runs the check passed: {failed}"
-    print(f"ok: the agreeing run passes, {len(doctored)} doctored ones fail")
+    # A guest without the modules: no module rows, none expected.
+    with tempfile.TemporaryDirectory() as top:
+        db = make_run(top, p, p + after, kline="")
+        log = os.path.join(top, "results", "guests", NAME + ".log")
+        text = open(log).read().replace("busprof-kexample: OK 300 transactions extracted,"
+                                        " 300 accesses made\n", "")
+        open(log, "w").write(text)
+        problems, _ = check_edu(db, top, NAME, SID)
+        assert problems == [], problems
+    print(f"ok: the agreeing runs (with and without the module) pass,"
+          f" {len(doctored)} doctored ones fail")
 
 
 if __name__ == "__main__":

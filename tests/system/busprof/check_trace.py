@@ -34,9 +34,9 @@ Exit 0 only if, for every guest:
     equal to the OUT before it on its vCPU, no timeout or stop_unserved event,
     dom0's trap marked and the session stopped by the signal.
   - the edu phase (before the stop, in a session of its own): the edu device's
-    user-space driver under a memory-mapped trap; its rows are exactly its
-    trapped accesses and exactly what QEMU's own log says the device saw
-    (check_edu.py).
+    user-space driver, then the example kernel module's edu sequence, under a
+    memory-mapped trap; the rows are exactly their trapped accesses and
+    exactly what QEMU's own log says the device saw (check_edu.py).
 Also prints busprof-relative's figures (busprof beside a plain ioreq server,
 in a session of its own after all of the above but the stop), a table per
 guest type; they never fail the check, a malformed result line does.
@@ -431,8 +431,9 @@ def main():
         edu_problems, edu = check_edu(db, outdir, name, None if sid == 2**62 else sid)
         problems += [f"the edu phase: {p}" for p in edu_problems]
         if edu:
-            print(f"{edu[0]:<16} session {edu[1]}: {edu[2]} memory-mapped rows; QEMU's edu"
-                  f" device saw {edu[3]} accesses (those, one untrapped, one after the stop)")
+            print(f"{edu[0]:<16} session {edu[1]}: {edu[2]} memory-mapped rows of the program,"
+                  f" {edu[3]} of the kernel module; QEMU's edu device saw {edu[4]} accesses"
+                  f" (those, one untrapped, one after the stop)")
         for p in problems:
             print(f"system-test: FAIL {name}: {p}")
         failed += 1 if problems else 0
