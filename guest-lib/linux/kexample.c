@@ -246,7 +246,7 @@ static int kex_run_mmio(u64 text_lo, u64 text_hi)
 	struct bp_record_wide *recs = NULL;
 	void __iomem *regs;
 	struct kex_result res;
-	size_t needed = 0;
+	size_t needed = 0, before = 0;
 	const char *bad;
 	ssize_t n;
 	int rc;
@@ -257,6 +257,18 @@ static int kex_run_mmio(u64 text_lo, u64 text_hi)
 		pr_err("FAIL no mapping or memory for the edu device at 0x%lx\n",
 		       edu);
 		rc = -ENOMEM;
+		goto out;
+	}
+	/*
+	 * The session may hold records of the page from before this run (a
+	 * program's, on the same device): they come first in the extract.
+	 * Counted now, and this run's are the ones after them.
+	 */
+	n = bp_extract_mmio(first, last, NULL, 0, &before);
+	if (n < 0 && n != -ENOBUFS) {
+		pr_err("FAIL bp_extract_mmio 0x%llx-0x%llx before the trap: %zd (%s)\n",
+		       (u64)first, (u64)last, n, kex_errname(n));
+		rc = n;
 		goto out;
 	}
 	rc = bp_start_trap_mmio(first, last);
@@ -278,12 +290,12 @@ static int kex_run_mmio(u64 text_lo, u64 text_hi)
 		goto out;
 	}
 
-	recs = kvcalloc(log.n, sizeof(*recs), GFP_KERNEL);
-	n = recs ? bp_extract_mmio(first, last, recs, log.n, &needed) :
+	recs = kvcalloc(before + log.n, sizeof(*recs), GFP_KERNEL);
+	n = recs ? bp_extract_mmio(first, last, recs, before + log.n, &needed) :
 		   -ENOMEM;
 	if (n == -ENOBUFS) {
-		pr_err("FAIL bp_extract_mmio: %zu records for %zu accesses\n",
-		       needed, log.n);
+		pr_err("FAIL bp_extract_mmio: %zu records for %zu earlier and %zu accesses\n",
+		       needed, before, log.n);
 		rc = -EBADMSG;
 		goto out;
 	}
@@ -293,15 +305,23 @@ static int kex_run_mmio(u64 text_lo, u64 text_hi)
 		rc = n;
 		goto out;
 	}
-	rc = kex_check_wide(recs, n, log.a, log.n, text_lo, text_hi, &res);
+	if ((size_t)n < before) {
+		pr_err("FAIL bp_extract_mmio: %zd records, fewer than the %zu before the trap\n",
+		       n, before);
+		rc = -EBADMSG;
+		goto out;
+	}
+	n -= before;
+	rc = kex_check_wide(recs + before, n, log.a, log.n, text_lo, text_hi,
+			    &res);
 	if (rc) {
 		pr_err("FAIL %zd memory-mapped records for %zu accesses: record %zu: %s\n",
 		       n, log.n, res.bad, res.why);
 		goto out;
 	}
-	pr_info("OK %zd memory-mapped transactions extracted, %zu accesses made, 0x%llx-0x%llx, rip 0x%llx-0x%llx in module text, %zu clock-skewed\n",
+	pr_info("OK %zd memory-mapped transactions extracted, %zu accesses made, 0x%llx-0x%llx, rip 0x%llx-0x%llx in module text, %zu clock-skewed, %zu earlier records of the page skipped\n",
 		n, log.n, (u64)first, (u64)last, res.rip_min, res.rip_max,
-		res.skewed);
+		res.skewed, before);
 out:
 	kvfree(recs);
 	kvfree(log.a);
