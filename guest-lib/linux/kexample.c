@@ -14,7 +14,8 @@
  * registers: the BAR's first page under bp_start_trap_mmio, the ID read,
  * liveness writes each read back inverted, a factorial polled on the
  * status register's busy bit and an 8-byte write and read, checked against
- * bp_extract_mmio's records.
+ * bp_extract_mmio's records; while the page is trapped, it checks what Xen
+ * must refuse (kex_refusals).
  *
  * Parameters: base=0x2f8 (UART base port), iterations=100 (0: no port
  * phase, with edu only), edu=0 (none).
@@ -238,6 +239,50 @@ out:
 	return rc;
 }
 
+/*
+ * What Xen must refuse while the BAR's first page is trapped, each with its
+ * own errno: the same page again and a span overlapping it (-EEXIST), the
+ * page after the BAR, which neither dom0's policy nor the domain's iomem=
+ * covers (-EPERM), and a stop of a span never started (-ENOENT); and what
+ * the module refuses before Xen, a span not of whole pages (-EINVAL).  A
+ * call that was not refused is undone.  0, or -EBADMSG with the FAIL line
+ * printed; said gets the errnos, in order.
+ */
+static int kex_refusals(phys_addr_t first, char *said, size_t len)
+{
+	static const struct {
+		u64 first, last;	/* offsets from the trapped page */
+		int stop, want;
+	} calls[] = {
+		{ 0, PAGE_SIZE - 1, 0, -EEXIST },
+		{ 0, 2 * PAGE_SIZE - 1, 0, -EEXIST },
+		{ 0x100000, 0x100000 + PAGE_SIZE - 1, 0, -EPERM },
+		{ PAGE_SIZE, 2 * PAGE_SIZE - 1, 1, -ENOENT },
+		{ 0, 0x7ff, 0, -EINVAL },
+	};
+	size_t i, off = 0;
+
+	for (i = 0; i < ARRAY_SIZE(calls); i++) {
+		phys_addr_t a = first + calls[i].first;
+		phys_addr_t b = first + calls[i].last;
+		int rc = calls[i].stop ? bp_stop_trap_mmio(a, b) :
+					 bp_start_trap_mmio(a, b);
+
+		if (!rc && !calls[i].stop)
+			bp_stop_trap_mmio(a, b);
+		if (rc != calls[i].want) {
+			pr_err("FAIL %s 0x%llx-0x%llx: %d (%s), not %s\n",
+			       calls[i].stop ? "bp_stop_trap_mmio" :
+			       "bp_start_trap_mmio", (u64)a, (u64)b, rc,
+			       kex_errname(rc), kex_errname(calls[i].want));
+			return -EBADMSG;
+		}
+		off += scnprintf(said + off, len - off, "%s%s", i ? " " : "",
+				 kex_errname(rc));
+	}
+	return 0;
+}
+
 /* The memory-mapped phase: the edu device's first page under a trap. */
 static int kex_run_mmio(u64 text_lo, u64 text_hi)
 {
@@ -247,6 +292,7 @@ static int kex_run_mmio(u64 text_lo, u64 text_hi)
 	void __iomem *regs;
 	struct kex_result res;
 	size_t needed = 0, before = 0;
+	char refused[64] = "";
 	const char *bad;
 	ssize_t n;
 	int rc;
@@ -275,6 +321,11 @@ static int kex_run_mmio(u64 text_lo, u64 text_hi)
 	if (rc) {
 		pr_err("FAIL bp_start_trap_mmio 0x%llx-0x%llx: %d (%s)\n",
 		       (u64)first, (u64)last, rc, kex_errname(rc));
+		goto out;
+	}
+	rc = kex_refusals(first, refused, sizeof(refused));
+	if (rc) {
+		bp_stop_trap_mmio(first, last);
 		goto out;
 	}
 	bad = kex_drive_mmio(regs, &log);
@@ -319,9 +370,9 @@ static int kex_run_mmio(u64 text_lo, u64 text_hi)
 		       n, log.n, res.bad, res.why);
 		goto out;
 	}
-	pr_info("OK %zd memory-mapped transactions extracted, %zu accesses made, 0x%llx-0x%llx, rip 0x%llx-0x%llx in module text, %zu clock-skewed, %zu earlier records of the page skipped\n",
+	pr_info("OK %zd memory-mapped transactions extracted, %zu accesses made, 0x%llx-0x%llx, rip 0x%llx-0x%llx in module text, %zu clock-skewed, %zu earlier records of the page skipped, refused: %s\n",
 		n, log.n, (u64)first, (u64)last, res.rip_min, res.rip_max,
-		res.skewed, before);
+		res.skewed, before, refused);
 out:
 	kvfree(recs);
 	kvfree(log.a);

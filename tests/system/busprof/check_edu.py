@@ -22,7 +22,9 @@ modules, checked three ways.
     the device.
   - The module: its rows (those with a kernel RIP, negative as stored) follow
     the program's, follow the edu sequence's rules, and are as many as it
-    said it extracted and checked (busprof-kexample: OK N memory-mapped ...).
+    said it extracted and checked (busprof-kexample: OK N memory-mapped ...);
+    Xen refused its overlapping traps, a page outside the policy and
+    iomem=, and a stop of a span never started, each with its errno.
 """
 import os
 import re
@@ -35,7 +37,12 @@ MASK64 = (1 << 64) - 1
 TRACE_RE = re.compile(r"memory_region_ops_(read|write) cpu -?\d+ mr \S+ addr 0x([0-9a-f]+)"
                       r" value 0x([0-9a-f]+) size (\d+) name '([^']*)'")
 KMOD_RE = re.compile(r"busprof-kexample: OK (\d+) memory-mapped transactions extracted,"
-                     r" (\d+) accesses made")
+                     r" (\d+) accesses made.*refused: ([A-Z ]*)$", re.M)
+# What Xen refused the module while its page was trapped (kexample.c,
+# kex_refusals): the page again, a span overlapping it, the page after the
+# BAR (outside the policy and iomem=), a stop of a span never started, and
+# a span not of whole pages (refused by the module before Xen).
+KMOD_REFUSALS = "EEXIST EEXIST EPERM ENOENT EINVAL"
 ACCESS_RE = re.compile(r"^ACCESS (in|out) 0x([0-9a-f]+) (\d+) 0x([0-9a-f]+)\s*$", re.M)
 
 
@@ -97,6 +104,9 @@ def kernel_problems(log, kernel):
         bad = re.findall(r"busprof-kexample: FAIL .*", log)
         return [f"the kernel module's edu phase did not print OK: {bad[-1] if bad else '?'}"]
     problems = [f"kernel module: {p}" for p in sequence_problems(kernel)]
+    if m.group(3).strip() != KMOD_REFUSALS:
+        problems.append(f"the kernel module's refusals were {m.group(3).strip()!r},"
+                        f" not {KMOD_REFUSALS!r}")
     if int(m.group(1)) != len(kernel) or int(m.group(2)) != len(kernel):
         problems.append(f"the kernel module made {m.group(2)} accesses and extracted"
                         f" {m.group(1)} records, the DB has {len(kernel)} rows")

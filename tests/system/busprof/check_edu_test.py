@@ -5,7 +5,7 @@ output, kernel module's line, trace DB and QEMU log agree, and fails each
 doctored copy (a row or a QEMU line dropped, two swapped, a value changed, an
 access that reached the device while trapped without a row, the untrapped
 access recorded, the module's rows miscounted, missing at the device, before
-the program's, or failed)."""
+the program's, or failed, a refusal of Xen's missing)."""
 import os
 import sqlite3
 import sys
@@ -51,7 +51,9 @@ def kernel():
 
 
 KRIP = -0x3F5DE000  # a module's text, as stored: negative
-KLINE = "busprof-kexample: OK {n} memory-mapped transactions extracted, {n} accesses made\n"
+KLINE = ("busprof-kexample: OK {n} memory-mapped transactions extracted, {n} accesses made,"
+         " 0xfea00000-0xfea00fff, 0 clock-skewed, refused: {refused}\n")
+REFUSED = "EEXIST EEXIST EPERM ENOENT EINVAL"
 
 
 def make_run(top, rows, seen, made=None, kline=None):
@@ -63,7 +65,7 @@ def make_run(top, rows, seen, made=None, kline=None):
             f.write(f"ACCESS {d} 0x{BAR + off:x} {size} 0x{value:x}\n")
         f.write(f"EDU OK {len(made)} accesses trapped and recorded\n")
         f.write("busprof-kexample: OK 300 transactions extracted, 300 accesses made\n")
-        f.write((KLINE.format(n=len(kernel())) if kline is None else kline) + "EDU-DONE\n")
+        f.write((KLINE.format(n=len(kernel()), refused=REFUSED) if kline is None else kline) + "EDU-DONE\n")
     with open(os.path.join(top, "results", NAME + ".edu.log"), "w") as f:
         f.write(f"[t=1] {NAME} is ready for the edu device: stop, rearm, QEMU's log on,"
                 f" allow 0x{BAR:x}-0x{BAR + 0xFFFFF:x}\n")
@@ -120,7 +122,11 @@ def main():
         "a module's liveness read not the inverse": (
             p + kr[:2] + [("in", 0x04, 4, k[1][3], "ok", KRIP)] + kr[3:],
             p + after + k[:2] + [("in", 0x04, 4, k[1][3])] + k[3:]),
-        "the module's count not the DB's": (p + kr, p + after + k, None, KLINE.format(n=99)),
+        "the module's count not the DB's": (p + kr, p + after + k, None,
+                                            KLINE.format(n=99, refused=REFUSED)),
+        "an overlapping trap not refused": (p + kr, p + after + k, None,
+                                            KLINE.format(n=len(k), refused="EEXIST EPERM ENOENT"
+                                                         " EINVAL")),
         "the module failed": (p + kr, p + after + k, None,
                               "busprof-kexample: FAIL bp_start_trap_mmio: -1 (EPERM)\n"),
         "a liveness read not the inverse": (None, None),
