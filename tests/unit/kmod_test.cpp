@@ -323,8 +323,7 @@ TEST(KmodCore, TrapSpanPassesAMemoryMappedSpanWithZeroFlagsAndReturnsXensErrno) 
     e.xen_version = 0x00010003;
     xen.script = {0, -EXDEV};
     EXPECT_EQ(bp_core_trap_span(&e, XEN_BUSPROF_start_trap_span, 0xfea00000, 0xfea00fff), 0);
-    EXPECT_EQ(bp_core_trap_span(&e, XEN_BUSPROF_stop_trap_span, 0xfee00000, 0xfee00fff),
-              -EXDEV);
+    EXPECT_EQ(bp_core_trap_span(&e, XEN_BUSPROF_stop_trap_span, 0xfee00000, 0xfee00fff), -EXDEV);
     ASSERT_EQ(xen.calls.size(), 2u);
     EXPECT_EQ(xen.calls[0].cmd, unsigned{XEN_BUSPROF_start_trap_span});
     EXPECT_EQ(xen.calls[0].span.first, 0xfea00000u);
@@ -351,8 +350,7 @@ TEST(KmodCore, BadSpansNeverReachTheHypervisor) {
     FakeXen xen;
     bp_env e = xen.env();
     e.xen_version = 0x00010003;
-    EXPECT_EQ(bp_core_trap_span(&e, XEN_BUSPROF_start_trap_span, 0xfea00010, 0xfea00fff),
-              -EINVAL);
+    EXPECT_EQ(bp_core_trap_span(&e, XEN_BUSPROF_start_trap_span, 0xfea00010, 0xfea00fff), -EINVAL);
     bp_record_wide r{};
     EXPECT_EQ(bp_core_extract_mmio(&e, 0xfea00fff, 0xfea00000, &r, 1, nullptr), -EINVAL);
     EXPECT_EQ(bp_core_extract_mmio(&e, 0xfea00000, 0xfea00fff, nullptr, 1, nullptr), -EINVAL);
@@ -583,8 +581,7 @@ TEST(KexampleCheck, AWrongAddressSizeValueOrSpaceFails) {
         {"not a memory-mapped access", [](bp_record_wide& r) { r.space = BP_SPACE_PIO; }},
         {"another direction than the access made",
          [](bp_record_wide& r) { r.rec.dir = BP_DIR_OUT; }},
-        {"RIP outside the driver's text",
-         [](bp_record_wide& r) { r.rec.rip = WideRecords::hi; }},
+        {"RIP outside the driver's text", [](bp_record_wide& r) { r.rec.rip = WideRecords::hi; }},
     };
     for (const auto& [why, fault] : faults) {
         WideRecords w;
