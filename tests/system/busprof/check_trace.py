@@ -36,7 +36,8 @@ Exit 0 only if, for every guest:
   - the edu phase (before the stop, in a session of its own): the edu device's
     user-space driver, then the example kernel module's edu sequence, under a
     memory-mapped trap; the rows are exactly their trapped accesses and
-    exactly what QEMU's own log says the device saw (check_edu.py).
+    exactly what QEMU's own log says the device saw (check_edu.py); its
+    figures are printed as NAME/mmio beside the port sessions'.
 Also prints busprof-relative's figures (busprof beside a plain ioreq server,
 in a session of its own after all of the above but the stop), a table per
 guest type; they never fail the check, a malformed result line does.
@@ -328,19 +329,19 @@ def check_stamps(db, sid):
     return problems
 
 
-def figures(db, sid):
-    """transactions, p50 bus ns, p50 overhead ns (rows whose clocks agree),
-    clock-skewed rows, the session's clock_skew_ns"""
+def figures(db, sid, table="transactions"):
+    """transactions (or mmio_transactions), p50 bus ns, p50 overhead ns (rows
+    whose clocks agree), clock-skewed rows, the session's clock_skew_ns"""
     q = lambda sql: db.execute(sql, (sid,)).fetchone()
-    stats = q("""WITH t AS (SELECT t_bus_end_ns - t_bus_begin_ns AS bus,
+    stats = q(f"""WITH t AS (SELECT t_bus_end_ns - t_bus_begin_ns AS bus,
                                   CASE WHEN clock_skewed = 0 THEN
                                   (t_resume_ns - t_trap_ns) - (t_bus_end_ns - t_bus_begin_ns) END AS ovh
-                           FROM transactions WHERE session_id = ?),
+                           FROM {table} WHERE session_id = ?),
                       o AS (SELECT ovh FROM t WHERE ovh IS NOT NULL)
                  SELECT (SELECT count(*) FROM t),
                         (SELECT bus FROM t ORDER BY bus LIMIT 1 OFFSET (SELECT count(*) / 2 FROM t)),
                         (SELECT ovh FROM o ORDER BY ovh LIMIT 1 OFFSET (SELECT count(*) / 2 FROM o))""")
-    skewed = q("SELECT count(*) FROM transactions WHERE session_id = ? AND clock_skewed = 1")[0]
+    skewed = q(f"SELECT count(*) FROM {table} WHERE session_id = ? AND clock_skewed = 1")[0]
     return tuple(stats) + (skewed, q("SELECT clock_skew_ns FROM sessions WHERE id = ?")[0])
 
 
@@ -431,6 +432,10 @@ def main():
         edu_problems, edu = check_edu(db, outdir, name, None if sid == 2**62 else sid)
         problems += [f"the edu phase: {p}" for p in edu_problems]
         if edu:
+            n, bus, ovh, skewed, skew = figures(db, edu[1], "mmio_transactions")
+            domid = db.execute("SELECT domid FROM sessions WHERE id = ?", (edu[1],)).fetchone()[0]
+            print(f"{name + '/mmio':<16} {domid:>5} {n:>12} {bus if bus is not None else '-':>11} "
+                  f"{ovh if ovh is not None else '-':>16} {skewed:>12} {skew:>11}")
             print(f"{edu[0]:<16} session {edu[1]}: {edu[2]} memory-mapped rows of the program,"
                   f" {edu[3]} of the kernel module; QEMU's edu device saw {edu[4]} accesses"
                   f" (those, one untrapped, one after the stop)")
