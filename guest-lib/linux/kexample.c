@@ -17,15 +17,22 @@
  * bp_extract_mmio's records; while the page is trapped, it checks what Xen
  * must refuse (kex_refusals).
  *
+ * With timed=N it also times N reads of the ID register trapped, N direct
+ * after the stop, and (an HVM guest) N reads of memory qemu-xen's platform
+ * device emulates, and prints their p50 and p99 (MMIO-COST).
+ *
  * Parameters: base=0x2f8 (UART base port), iterations=100 (0: no port
- * phase, with edu only), edu=0 (none).
+ * phase, with edu only), edu=0 (none), timed=0.
  */
 #define pr_fmt(fmt) "busprof-kexample: " fmt
 
 #include <linux/io.h>
 #include <linux/ioport.h>
+#include <linux/ktime.h>
 #include <linux/module.h>
+#include <linux/pci.h>
 #include <linux/slab.h>
+#include <linux/sort.h>
 
 #include <busprof/busprof_kernel.h>
 
@@ -44,6 +51,10 @@ static unsigned long edu;
 module_param(edu, ulong, 0444);
 MODULE_PARM_DESC(edu, "guest-physical address of the edu device's BAR0 (0: no memory-mapped phase)");
 
+static unsigned int timed;
+module_param(timed, uint, 0444);
+MODULE_PARM_DESC(timed, "edu phase: reads timed of each kind (trapped, direct, device model) for the cost line (0: none)");
+
 /* QEMU's edu device (docs/specs/edu.rst): its registers in BAR0. */
 #define EDU_ID		0x00
 #define EDU_LIVENESS	0x04
@@ -52,8 +63,14 @@ MODULE_PARM_DESC(edu, "guest-physical address of the edu device's BAR0 (0: no me
 #define EDU_SCRATCH	0x80	/* the DMA source address: 8 bytes, any value */
 #define EDU_BUSY	0x01
 #define EDU_ID_VALUE	0x010000ed
-/* Room for the accesses of the memory-mapped phase, polls included. */
-#define KEX_MMIO_MAX	4096
+/* Room for the accesses of the memory-mapped phase, polls and timed reads included. */
+#define KEX_MMIO_MAX	8192
+#define KEX_TIMED_MAX	2048
+/* qemu-xen's platform device of an HVM guest: BAR1 is memory it emulates;
+ * Linux maps grant frames at its start, so the timed reads go further in. */
+#define XEN_PLATFORM_VENDOR	0x5853
+#define XEN_PLATFORM_DEVICE	0x0001
+#define XEN_PLATFORM_PROBE	0x800000
 
 /*
  * The code under test: plain port instructions.  Not __init, so that its
@@ -143,6 +160,71 @@ static noinline const char *kex_drive_mmio(void __iomem *regs,
 	if (w != wide)
 		return "the 8-byte register did not read back";
 	return NULL;
+}
+
+static int kex_cmp_u64(const void *a, const void *b)
+{
+	u64 x = *(const u64 *)a, y = *(const u64 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The nearest-rank percentile q (in percent) of ns[0..n), sorted here. */
+static u64 kex_pct(u64 *ns, unsigned int n, unsigned int q)
+{
+	unsigned int rank = (q * n + 99) / 100;
+
+	sort(ns, n, sizeof(*ns), kex_cmp_u64, NULL);
+	return n ? ns[rank ? rank - 1 : 0] : 0;
+}
+
+/*
+ * timed 32-bit reads at regs + off, each timed on its own (ktime, ns);
+ * p50 and p99 into p[0], p[1].  log: note each, for a trapped page.
+ */
+static noinline void kex_time_reads(void __iomem *regs, unsigned int off,
+				    u64 *ns, u64 *p, struct kex_mmio_log *log)
+{
+	unsigned int i;
+
+	for (i = 0; i < timed; i++) {
+		u64 t0 = ktime_get_ns();
+		u32 v = readl(regs + off);
+
+		ns[i] = ktime_get_ns() - t0;
+		if (log)
+			kex_note(log, BP_DIR_IN, 4, off, 1, v);
+	}
+	p[0] = kex_pct(ns, timed, 50);
+	p[1] = kex_pct(ns, timed, 99);
+}
+
+/*
+ * The same reads of memory qemu-xen emulates (an HVM guest's platform
+ * device, BAR1): what a driver pays without busprof for an access a device
+ * model serves.  0 if there is none (a PVH guest).
+ */
+static int kex_time_device_model(u64 *ns, u64 *p)
+{
+	struct pci_dev *pdev = pci_get_device(XEN_PLATFORM_VENDOR,
+					      XEN_PLATFORM_DEVICE, NULL);
+	void __iomem *regs;
+	int found = 0;
+
+	if (!pdev)
+		return 0;
+	if ((pci_resource_flags(pdev, 1) & IORESOURCE_MEM) &&
+	    pci_resource_len(pdev, 1) > XEN_PLATFORM_PROBE) {
+		regs = ioremap(pci_resource_start(pdev, 1) + XEN_PLATFORM_PROBE,
+			       PAGE_SIZE);
+		if (regs) {
+			kex_time_reads(regs, 0, ns, p, NULL);
+			iounmap(regs);
+			found = 1;
+		}
+	}
+	pci_dev_put(pdev);
+	return found;
 }
 
 static const char *kex_errname(int rc)
@@ -292,14 +374,21 @@ static int kex_run_mmio(u64 text_lo, u64 text_hi)
 	void __iomem *regs;
 	struct kex_result res;
 	size_t needed = 0, before = 0;
+	u64 trapped[2], direct[2], dm[2], *ns = NULL;
+	int dm_found = 0;
 	char refused[64] = "";
 	const char *bad;
 	ssize_t n;
 	int rc;
 
+	if (timed > KEX_TIMED_MAX) {
+		pr_err("FAIL timed=%u: at most %u\n", timed, KEX_TIMED_MAX);
+		return -EINVAL;
+	}
 	regs = ioremap(edu, PAGE_SIZE);
 	log.a = kvcalloc(KEX_MMIO_MAX, sizeof(*log.a), GFP_KERNEL);
-	if (!regs || !log.a) {
+	ns = kvcalloc(timed ? timed : 1, sizeof(*ns), GFP_KERNEL);
+	if (!regs || !log.a || !ns) {
 		pr_err("FAIL no mapping or memory for the edu device at 0x%lx\n",
 		       edu);
 		rc = -ENOMEM;
@@ -329,6 +418,8 @@ static int kex_run_mmio(u64 text_lo, u64 text_hi)
 		goto out;
 	}
 	bad = kex_drive_mmio(regs, &log);
+	if (!bad && timed)
+		kex_time_reads(regs, EDU_ID, ns, trapped, &log);
 	rc = bp_stop_trap_mmio(first, last);
 	if (rc) {
 		pr_err("FAIL bp_stop_trap_mmio 0x%llx-0x%llx: %d (%s)\n",
@@ -339,6 +430,10 @@ static int kex_run_mmio(u64 text_lo, u64 text_hi)
 		pr_err("FAIL edu device: %s\n", bad);
 		rc = -EIO;
 		goto out;
+	}
+	if (timed) {
+		kex_time_reads(regs, EDU_ID, ns, direct, NULL);
+		dm_found = kex_time_device_model(ns, dm);
 	}
 
 	recs = kvcalloc(before + log.n, sizeof(*recs), GFP_KERNEL);
@@ -373,7 +468,15 @@ static int kex_run_mmio(u64 text_lo, u64 text_hi)
 	pr_info("OK %zd memory-mapped transactions extracted, %zu accesses made, 0x%llx-0x%llx, rip 0x%llx-0x%llx in module text, %zu clock-skewed, %zu earlier records of the page skipped, refused: %s\n",
 		n, log.n, (u64)first, (u64)last, res.rip_min, res.rip_max,
 		res.skewed, before, refused);
+	if (timed && dm_found)
+		pr_info("MMIO-COST %u reads each, ns p50/p99: trapped %llu/%llu direct %llu/%llu device-model %llu/%llu\n",
+			timed, trapped[0], trapped[1], direct[0], direct[1],
+			dm[0], dm[1]);
+	else if (timed)
+		pr_info("MMIO-COST %u reads each, ns p50/p99: trapped %llu/%llu direct %llu/%llu device-model -\n",
+			timed, trapped[0], trapped[1], direct[0], direct[1]);
 out:
+	kvfree(ns);
 	kvfree(recs);
 	kvfree(log.a);
 	if (regs)

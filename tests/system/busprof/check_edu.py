@@ -22,7 +22,9 @@ modules, checked three ways.
     the device.
   - The module: its rows (those with a kernel RIP, negative as stored) follow
     the program's, follow the edu sequence's rules, and are as many as it
-    said it extracted and checked (busprof-kexample: OK N memory-mapped ...);
+    said it extracted and checked (busprof-kexample: OK N memory-mapped ...),
+    and its timed direct reads after the trap (MMIO-COST N ...) are at the
+    device after them;
     Xen refused its overlapping traps, a page outside the policy and
     iomem=, and a stop of a span never started, each with its errno.
 """
@@ -38,6 +40,10 @@ TRACE_RE = re.compile(r"memory_region_ops_(read|write) cpu -?\d+ mr \S+ addr 0x(
                       r" value 0x([0-9a-f]+) size (\d+) name '([^']*)'")
 KMOD_RE = re.compile(r"busprof-kexample: OK (\d+) memory-mapped transactions extracted,"
                      r" (\d+) accesses made.*refused: ([A-Z ]*)$", re.M)
+# The module's cost line (timed=N): N trapped reads of the ID register
+# (rows), N direct after the stop (at the device, no rows), N of memory
+# qemu-xen emulates (another device).
+COST_RE = re.compile(r"busprof-kexample: MMIO-COST (\d+) reads each, ns p50/p99: (.*)$", re.M)
 # What Xen refused the module while its page was trapped (kexample.c,
 # kex_refusals): the page again, a span overlapping it, the page after the
 # BAR (outside the policy and iomem=), a stop of a span never started, and
@@ -152,7 +158,11 @@ def check_edu(db, outdir, name, sid):
     # guest-physical address the row holds.
     want = list(recorded)
     want += [("in", bar + PAGE, 4, 0xFFFFFFFF), ("in", bar, 4, EDU_ID)] + kernel
+    cost = COST_RE.search(log)
+    if cost:   # the module's direct reads, after its trap
+        want += [("in", bar, 4, EDU_ID)] * int(cost.group(1))
     if seen != want:
         problems.append(f"QEMU's edu device saw {len(seen)} accesses, the DB and the program"
                         f" say {len(want)}: {first_difference(seen, want)}")
-    return problems, (name + "/edu", sid, len(recorded), len(kernel), len(seen))
+    return problems, (name + "/edu", sid, len(recorded), len(kernel), len(seen),
+                      cost.group(2).strip() if cost else None)
