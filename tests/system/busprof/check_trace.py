@@ -78,12 +78,7 @@ def check_guest(db, outdir, name, kmod):
     if extracted is None:
         problems.append("no EXTRACT line from the driver")
 
-    # busprof-relative's session is a measurement, not checked here; the stop's,
-    # the guest's last, is checked on its own (check_stop)
-    last = min(relative_session(outdir, name), phase_session(outdir, name, "stop"))
-    sessions = db.execute("SELECT id, domid FROM sessions WHERE domain_name = ? AND id < ?"
-                          " ORDER BY id DESC", (name, last)).fetchall()
-    # the module's session is the last one, the driver's the one before it
+    sessions = driver_sessions(db, outdir, name)
     if len(sessions) < 1 + bool(kmod):
         return problems + [f"{len(sessions)} sessions for {name} in the trace DB"], None
     sid, domid = sessions[1 if kmod else 0]
@@ -122,6 +117,22 @@ def check_guest(db, outdir, name, kmod):
         problems += [f"the module's session: {p}" for p in check_kmod(db, kmod_sid, domid, log)]
         lines.append((name + "/kmod", domid) + figures(db, kmod_sid))
     return problems, lines
+
+
+def driver_sessions(db, outdir, name):
+    """(id, domid) of the guest's sessions up to its driver's, last first:
+    with the kernel module, its session, then the driver's.  busprof-relative's
+    session is a measurement, not checked here; the stop's, the guest's last,
+    is checked on its own (check_stop)."""
+    last = min(relative_session(outdir, name), phase_session(outdir, name, "stop"))
+    return db.execute("SELECT id, domid FROM sessions WHERE domain_name = ? AND id < ?"
+                      " ORDER BY id DESC", (name, last)).fetchall()
+
+
+def driver_session(db, outdir, name, kmod):
+    """The example driver's session of the guest, None if there is none."""
+    sessions = driver_sessions(db, outdir, name)
+    return sessions[1 if kmod else 0][0] if len(sessions) > bool(kmod) else None
 
 
 def relative_session(outdir, name):

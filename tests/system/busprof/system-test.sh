@@ -154,4 +154,11 @@ esac
 names=()
 for g in $GUESTS; do [ "$g" = pv ] || names+=("bp-$g"); done  # PV: refusal checked in the guest
 python3 "$HERE/check_trace.py" "${check_args[@]}" "$OUT" "${names[@]}" | tee "$OUT/check.txt" || rc=1
+# The analysis commands on the same trace, with the guest programs in $bin as
+# symbols, each figure checked against the rows (outputs in results/analysis/).
+rm -f "$OUT/analysis.txt"
+if [ -f "$OUT/trace.db" ]; then
+    python3 "$HERE/check_analysis.py" "${check_args[@]}" --busprof "$BUILD/dom0-tool/busprof" \
+        "$OUT" "${names[@]}" | tee "$OUT/analysis.txt" || rc=1
+fi
 exit $rc
