@@ -251,6 +251,10 @@ class Symbols:
 
     def lines(self, rips):
         """rip -> the file:line chain of its inlined frames, innermost first."""
+        return self._lines(tuple(rips))
+
+    @functools.lru_cache(maxsize=None)
+    def _lines(self, rips):
         rips = [r for r in rips if self.name(r)]
         if not rips:
             return {}
@@ -450,6 +454,11 @@ def check_export(run, rows):
 def hodges_lehmann(a, b):
     """The median of every difference y - x, y of b and x of a; a half
     where their count is even."""
+    return _hodges_lehmann(tuple(a), tuple(b))
+
+
+@functools.lru_cache(maxsize=None)
+def _hodges_lehmann(a, b):
     d = sorted(y - x for y in b for x in a)
     n = len(d)
     return Decimal(d[n // 2]) if n % 2 else Decimal(d[n // 2 - 1] + d[n // 2]) / 2
