@@ -490,9 +490,7 @@ static void mmio_trap_handler(int sig, siginfo_t *si, void *uctx)
     }
 
     /* The code bytes, as many as are readable up to 15. */
-    for ( n = 0; n < sizeof(code); n++ )
-        if ( bp_copy_guest(&code[n], rip + n, 1, false) )
-            break;
+    n = bp_read_guest_prefix(code, rip, sizeof(code));
     if ( bp_mmio_decode(code, n, &insn) <= 0 )
     {
         report("cannot emulate the instruction (only MOV, MOVZX, MOVSX, "

@@ -95,6 +95,34 @@ int bp_copy_guest(void *local, uint64_t remote, size_t n, bool to_remote)
     return -1;
 }
 
+size_t bp_read_guest_prefix(void *local, uint64_t remote, size_t n)
+{
+    /* Split where the next page starts: Linux copies up to the first byte
+     * it cannot read, but process_vm_readv(2) promises only whole
+     * elements, and with the split an unreadable second page still leaves
+     * the first one's bytes copied. */
+    uint64_t first = 4096 - (remote & 4095);
+    struct iovec l = { local, n };
+    struct iovec r[2] = {
+        { (void *)(uintptr_t)remote, first < n ? first : n },
+        { (void *)(uintptr_t)(remote + first), first < n ? n - first : 0 },
+    };
+    ssize_t got = process_vm_readv(getpid(), &l, 1, r, first < n ? 2 : 1, 0);
+
+    if ( got >= 0 )
+        return (size_t)got;
+    if ( errno == ENOSYS || errno == EPERM )
+    {
+        /* Refused (seccomp): the first page only, which holds the faulting
+         * instruction's first byte and so is mapped.  An instruction that
+         * runs on past it does not decode, and says so. */
+        memcpy(local, r[0].iov_base, r[0].iov_len);
+        return r[0].iov_len;
+    }
+
+    return 0;
+}
+
 /* The base of the segment an OUTS reads from; only FS and GS have one in
  * 64-bit mode. */
 uint64_t bp_segment_base(uint8_t seg)

@@ -21,6 +21,11 @@ void bp_msg_flush(struct bp_msgbuf *m);
  * remote is not mapped so (no fault). */
 int bp_copy_guest(void *local, uint64_t remote, size_t n, bool to_remote);
 
+/* Up to n bytes from the process's address remote into local, as many as
+ * are readable (a page that is not ends the copy); how many, in one
+ * system call.  For the code bytes of a faulting instruction. */
+size_t bp_read_guest_prefix(void *local, uint64_t remote, size_t n);
+
 /* The base of segment override prefix seg (0x64 FS, 0x65 GS; 0 for the
  * others, which have none in 64-bit mode). */
 uint64_t bp_segment_base(uint8_t seg);

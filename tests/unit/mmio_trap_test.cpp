@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -242,6 +244,38 @@ TEST_F(MmioTrap, RepMovsAndStosGoOneElementAtATime) {
     EXPECT_EQ(g_dev.log[10].addr, kGpa + 0x310);
     EXPECT_EQ(g_dev.log[10].size, 8);
     EXPECT_EQ(g_dev.log[10].value, v);
+}
+
+// The engine reads the faulting instruction's bytes as far as they are
+// readable: an instruction that ends at the last byte of its page, before a
+// page that is not mapped, and one that runs on into the next page.
+TEST_F(MmioTrap, InstructionsAtTheEndOfTheirPageAreDecoded) {
+    const long page = sysconf(_SC_PAGESIZE);
+    auto* code = static_cast<uint8_t*>(
+        mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    ASSERT_NE(code, MAP_FAILED);
+    using Store = void (*)(volatile void*, uint32_t);
+    const uint8_t store[] = {0x89, 0x37, 0xc3}; // mov %esi,(%rdi) ; ret
+
+    // Ends at the page's last byte; the next page is not accessible.
+    std::memcpy(code + page - sizeof(store), store, sizeof(store));
+    ASSERT_EQ(mprotect(code, page, PROT_READ | PROT_EXEC), 0);
+    ASSERT_EQ(mprotect(code + page, page, PROT_NONE), 0);
+    reinterpret_cast<Store>(code + page - sizeof(store))(w + 0x40, 0xa5a5a5a5u);
+
+    // Its first byte on one page, the rest on the next.
+    ASSERT_EQ(mprotect(code, 2 * page, PROT_READ | PROT_WRITE), 0);
+    std::memcpy(code + page - 1, store, sizeof(store));
+    ASSERT_EQ(mprotect(code, 2 * page, PROT_READ | PROT_EXEC), 0);
+    reinterpret_cast<Store>(code + page - 1)(w + 0x44, 0x5a5a5a5au);
+
+    ASSERT_EQ(g_dev.log.size(), 2u);
+    EXPECT_EQ(g_dev.log[0].addr, kGpa + 0x40);
+    EXPECT_EQ(g_dev.log[0].value, 0xa5a5a5a5u);
+    EXPECT_EQ(g_dev.log[0].rip, reinterpret_cast<uintptr_t>(code + page - sizeof(store)));
+    EXPECT_EQ(g_dev.log[1].addr, kGpa + 0x44);
+    EXPECT_EQ(g_dev.log[1].value, 0x5a5a5a5au);
+    EXPECT_EQ(munmap(code, 2 * page), 0);
 }
 
 // An instruction the engine cannot emulate dies loudly, naming itself.
