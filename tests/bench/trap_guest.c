@@ -2,8 +2,11 @@
 /*
  * The guest side of the trap-path benchmark: THREADS vCPUs each make
  * ACCESSES trapped OUTs in a row (one start_trap for all of them first), as
- * bare_chain does with the busprof work left out, and time each one.
- * usage: trap_guest ACCESSES THREADS
+ * bare_chain does with the busprof work left out, and time each one.  With
+ * mmio, each makes trapped 4-byte stores to a register of its own on the
+ * first page of the simulator's edu BAR instead (mapped with bp_map_mmio,
+ * the page trapped with bp_start_trap_mmio).
+ * usage: trap_guest ACCESSES THREADS [mmio]
  * prints WAIT_NS p50 P p99 P p999 P max P, ELAPSED_NS E ACCESSES N and
  * CPU_NS guest G (the CPU time of this process: its vCPU threads).
  */
@@ -11,6 +14,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +26,8 @@
 #include "bench_cpu.h"
 
 #define MAX_THREADS 8
+#define EDU_BAR     0xfebf0000ull /* the simulator's edu BAR0 */
+#define PAGE        4096u
 
 /* A port per vCPU, in the two trapped ranges: UART scratch, latency device. */
 static const uint16_t ports[MAX_THREADS] = { 0x3ff, 0x300, 0x301, 0x302,
@@ -30,6 +36,7 @@ static const uint16_t ports[MAX_THREADS] = { 0x3ff, 0x300, 0x301, 0x302,
 struct job {
     long n;
     uint16_t port;
+    volatile uint32_t *reg; /* NULL: port I/O */
     uint64_t *waits;
 };
 
@@ -50,7 +57,10 @@ static void *run(void *arg)
     {
         uint64_t t0 = now();
 
-        outb((uint8_t)i, j->port);
+        if ( j->reg )
+            *j->reg = (uint32_t)i;
+        else
+            outb((uint8_t)i, j->port);
         j->waits[i] = now() - t0;
     }
     return NULL;
@@ -70,16 +80,21 @@ int main(int argc, char **argv)
     pthread_t tid[MAX_THREADS];
     struct job jobs[MAX_THREADS];
     uint64_t *all, t0, elapsed;
+    bool mmio = argc > 3 && !strcmp(argv[3], "mmio");
+    volatile uint8_t *regs = NULL;
     bp_handle *h;
     struct rusage ru;
 
-    if ( n < 1 || threads < 1 || threads > MAX_THREADS )
+    if ( n < 1 || threads < 1 || threads > MAX_THREADS ||
+         (argc > 3 && !mmio) )
     {
-        fprintf(stderr, "usage: trap_guest ACCESSES THREADS(1-%d)\n", MAX_THREADS);
+        fprintf(stderr, "usage: trap_guest ACCESSES THREADS(1-%d) [mmio]\n", MAX_THREADS);
         return 2;
     }
     h = bp_open(0);
-    if ( !h || bp_start_trap(h, 0x3f8, 0x3ff) || bp_start_trap(h, 0x300, 0x30f) )
+    if ( !h || (mmio ? !(regs = bp_map_mmio(h, EDU_BAR, PAGE)) ||
+                           bp_start_trap_mmio(h, EDU_BAR, EDU_BAR + PAGE - 1)
+                     : bp_start_trap(h, 0x3f8, 0x3ff) || bp_start_trap(h, 0x300, 0x30f)) )
     {
         fprintf(stderr, "busprof: %s\n", strerror(errno));
         return 1;
@@ -88,14 +103,26 @@ int main(int argc, char **argv)
     t0 = now();
     for ( t = 0; t < threads; t++ )
     {
-        jobs[t] = (struct job){ n, ports[t], all + n * t };
+        /* The scratch register at 0x80, then registers past the edu ones
+         * (they write nothing): the device's own work costs ~nothing. */
+        jobs[t] = (struct job){ n, ports[t],
+                                mmio ? (volatile uint32_t *)(regs + 0x80 + 0x100 * t) : NULL,
+                                all + n * t };
         pthread_create(&tid[t], NULL, run, &jobs[t]);
     }
     for ( t = 0; t < threads; t++ )
         pthread_join(tid[t], NULL);
     elapsed = now() - t0;
-    bp_stop_trap(h, 0x300, 0x30f);
-    bp_stop_trap(h, 0x3f8, 0x3ff);
+    if ( mmio )
+    {
+        bp_stop_trap_mmio(h, EDU_BAR, EDU_BAR + PAGE - 1);
+        bp_unmap_mmio(h, (void *)regs, PAGE);
+    }
+    else
+    {
+        bp_stop_trap(h, 0x300, 0x30f);
+        bp_stop_trap(h, 0x3f8, 0x3ff);
+    }
     bp_close(h);
 
     n *= threads;

@@ -14,6 +14,12 @@ For 1, 2 and 4 vCPUs, in interleaved rounds:
   off      busprof-simxen + busprof daemon --manual-start (every access served,
            nothing recorded) + busprof-bench-trap-guest;
   on       the same, recording (a row per access in the trace DB; checked);
+  mmio     the same as on, but each access a trapped 4-byte store to a
+           memory-mapped register of the simulator's edu BAR (bp_map_mmio;
+           the guest's SIGSEGV handler decodes the instruction instead of
+           the OUT being refused by ioperm), recorded (a row each in
+           mmio_transactions; checked).  mmio/on is the memory-mapped trap
+           path against the port one;
   hog      with --idle-hog (and --pin): the bare chain again, beside a busy
            loop at SCHED_IDLE on the same CPU.  It shows what a thread that
            waits runnable at the lowest priority does to the chain: the CPU
@@ -53,6 +59,7 @@ import tempfile
 import time
 
 PORTS = "0x3f8-0x3ff,0x300-0x30f"
+EDU = "0xfebf0000-0xfebfffff"  # the simulator's edu BAR0
 
 
 def parse(out):
@@ -80,10 +87,10 @@ class Sim:
                                         os.path.join(d, "busprof.sock"),
                                         os.path.join(d, "trace.db"))
         self.sim = self.spawn(["dom0-tool/busprof-simxen", "--socket", self.sock,
-                               "--domain", f"1:bench:{PORTS}:{vcpus + 1}"])
+                               "--domain", f"1:bench:{PORTS}:{vcpus + 1}:iomem={EDU}"])
         self.wait(self.sock)
         self.run(["dom0-tool/busprof", "policy", "bench", "--allow", PORTS,
-                  "--sim-socket", self.sock])
+                  "--allow-mmio", EDU, "--sim-socket", self.sock])
 
     def cmd(self, argv):
         a = [os.path.join(self.b, argv[0]), *argv[1:]]
@@ -107,7 +114,7 @@ class Sim:
             time.sleep(0.01)
         raise RuntimeError(f"{path} never appeared")
 
-    def measure(self, accesses, vcpus, record):
+    def measure(self, accesses, vcpus, record, mmio=False):
         if os.path.exists(self.db):
             os.unlink(self.db)
         d = self.spawn(["dom0-tool/busprof", "daemon", "bench", "--backend", "sim",
@@ -117,7 +124,8 @@ class Sim:
         self.wait(self.ctl)
         env = dict(os.environ, BUSPROF_SIM_SOCKET=self.sock, BUSPROF_SIM_DOMID="1")
         sim_before = process_cpu_ns(self.sim.pid)
-        out = self.run(["tests/busprof-bench-trap-guest", str(accesses), str(vcpus)], env)
+        out = self.run(["tests/busprof-bench-trap-guest", str(accesses), str(vcpus),
+                        *(["mmio"] if mmio else [])], env)
         sim_cpu = process_cpu_ns(self.sim.pid) - sim_before
         cpu = thread_cpu_ns(d.pid)
         d.send_signal(signal.SIGTERM)
@@ -125,8 +133,9 @@ class Sim:
         if d.returncode:
             raise RuntimeError("daemon: " + err)
         waits = {0: [], 1: []}  # trap to resume, by storage_overlap
+        table = "mmio_transactions" if mmio else "transactions"
         for w, o in sqlite3.connect(self.db).execute(
-                "SELECT t_resume_ns - t_trap_ns, storage_overlap FROM transactions"):
+                f"SELECT t_resume_ns - t_trap_ns, storage_overlap FROM {table}"):
             waits[o].append(w)
         rows = len(waits[0]) + len(waits[1])
         want = accesses * vcpus if record else 0
@@ -236,6 +245,7 @@ def main():
                         hog.wait()
                 res.setdefault((v, "off"), []).append(sim.measure(a.accesses, v, False))
                 res.setdefault((v, "on"), []).append(sim.measure(a.accesses, v, True))
+                res.setdefault((v, "mmio"), []).append(sim.measure(a.accesses, v, True, True))
             finally:
                 sim.close()
 
@@ -246,17 +256,18 @@ def main():
         return [x[key] / y[key] for x, y in zip(res[(v, kind)], res[(v, base)])]
 
     hog_col = f" {'bare+hog':>10}" if a.idle_hog else ""
-    print(f"{'vCPUs':>5} {'figure':<12} {'bare':>10} {'off':>10} {'on':>10} {'on/bare':>8}"
-          f" {'on/off':>7}   [min for on]{hog_col}   (median of rounds)")
+    print(f"{'vCPUs':>5} {'figure':<12} {'bare':>10} {'off':>10} {'on':>10} {'mmio':>10}"
+          f" {'on/bare':>8} {'on/off':>7} {'mmio/on':>8}   [min for on]{hog_col}   (median of rounds)")
     for v in sorted({k[0] for k in res}):
         for key, unit in FIGURES:
             base = best_wait(res, v, key)
-            med = {k: fig(v, k, key, statistics.median) for k in (base, "off", "on")}
+            med = {k: fig(v, k, key, statistics.median) for k in (base, "off", "on", "mmio")}
             lo = fig(v, "on", key, min if key != "rate" else max)
             hog = f" {fig(v, 'hog', key, statistics.median):>10.0f}" if a.idle_hog else ""
             print(f"{v:>5} {key + ' ' + unit:<12} {med[base]:>10.0f} {med['off']:>10.0f}"
-                  f" {med['on']:>10.0f} {med['on'] / med[base]:>7.2f}x"
-                  f" {med['on'] / med['off']:>6.2f}x   [{lo:.0f}]{hog}")
+                  f" {med['on']:>10.0f} {med['mmio']:>10.0f} {med['on'] / med[base]:>7.2f}x"
+                  f" {med['on'] / med['off']:>6.2f}x {med['mmio'] / med['on']:>7.2f}x"
+                  f"   [{lo:.0f}]{hog}")
     for v in sorted({k[0] for k in res}):
         print(f"{v:>5} vCPUs: the bare chain's better wait (median of rounds), by figure: "
               + ", ".join(f"{key} {best_wait(res, v, key)}" for key, _ in FIGURES)
@@ -266,8 +277,10 @@ def main():
         for key, _ in FIGURES:
             ob = paired(v, "on", best_wait(res, v, key), key)
             oo = paired(v, "on", "off", key)
+            mo = paired(v, "mmio", "on", key)
             print(f"{'':>7}{key:<5} on/bare {statistics.median(ob):.2f}x [{min(ob):.2f}-{max(ob):.2f}]"
-                  f"   on/off {statistics.median(oo):.2f}x [{min(oo):.2f}-{max(oo):.2f}]")
+                  f"   on/off {statistics.median(oo):.2f}x [{min(oo):.2f}-{max(oo):.2f}]"
+                  f"   mmio/on {statistics.median(mo):.2f}x [{min(mo):.2f}-{max(mo):.2f}]")
         cpu = {k: {c: fig(v, k, c, statistics.median)
                    for c in ("profiler_cpu", "writer_cpu", "other_cpu")}
                for k in ("off", "on")}
@@ -276,10 +289,12 @@ def main():
               f" writer {cpu['off']['writer_cpu']:.0f} / {cpu['on']['writer_cpu']:.0f} ns,"
               f" other threads {cpu['off']['other_cpu']:.0f} / {cpu['on']['other_cpu']:.0f} ns")
         base = best_wait(res, v, "rate")
-        parts = [(p, {k: fig(v, k, p + "_cpu", statistics.median) for k in (base, "off", "on")})
+        parts = [(p, {k: fig(v, k, p + "_cpu", statistics.median)
+                      for k in (base, "off", "on", "mmio")})
                  for p in ("guest", "hypervisor", "profiler")]
-        print(f"{v:>5} vCPUs: CPU per access by part (median of rounds), bare ({base}) / off / on:"
-              + ",".join(f" {p} {c[base]:.0f} / {c['off']:.0f} / {c['on']:.0f} ns"
+        print(f"{v:>5} vCPUs: CPU per access by part (median of rounds), bare ({base}) / off / on"
+              " / mmio:"
+              + ",".join(f" {p} {c[base]:.0f} / {c['off']:.0f} / {c['on']:.0f} / {c['mmio']:.0f} ns"
                          for p, c in parts)
               + " (profiler: the bare chain's, the daemon's serving thread)")
     for v in sorted({k[0] for k in res}):
