@@ -202,29 +202,30 @@ function draw(d) {
     n++;
   }
 
-  // Timeline: one lane per vCPU, a dot per access, coloured by port.
+  // Timeline: one lane per vCPU, a dot per access, coloured by port or register.
   {
     const T = document.getElementById("timeline");
     const vcpus = [...new Set(d.accesses.map(a => a[1]))].sort((a, b) => a - b);
     const lane = 26, w = 1000, x0 = 60, h = 40 + lane * Math.max(vcpus.length, 1);
     const svg = chart(T, "timeline", w, h, d.accesses.length + " accesses" + (d.sampled ? " (every " + d.sampled + "th)" : "") +
                       " over " + ns(d.span_ns));
-    const keys = d.ports.map(p => p.port + p.dir);
+    // a port's key, or a register's: address, width and direction
+    const keys = all.map(p => (p.space === "mmio" ? parseInt(p.addr, 16) + "/" + p.size : p.port) + p.dir);
     vcpus.forEach((v, i) => text(svg, x0 - 6, 34 + i * lane + 4, "vCPU " + v, "end"));
     for (const a of d.accesses) {
-      const i = vcpus.indexOf(a[1]), k = keys.indexOf(a[2] + a[7]);
+      const i = vcpus.indexOf(a[1]), k = keys.indexOf((a[8] ? a[2] + "/" + a[8] : a[2]) + a[7]);
       el("circle", {class: "access", cx: x0 + (w - x0 - 10) * a[0] / Math.max(d.span_ns, 1), cy: 34 + i * lane, r: 2.5,
                     fill: COLORS[(k < 0 ? 0 : k) % COLORS.length]}, svg);
     }
-    d.ports.forEach((p, k) => {
+    all.forEach((p, k) => {
       el("rect", {x: x0 + k * 110, y: h - 14, width: 10, height: 10, fill: COLORS[k % COLORS.length]}, svg);
       text(svg, x0 + k * 110 + 14, h - 5, portName(p));
     });
     n++;
   }
 
-  table("rips", [["rip", "l"], ["symbol", "l"], ["source", "l"], ["accesses"], ["ports", "l"], ["bus time"]],
-        d.rips.map(r => [r.rip, r.symbol, r.source, r.accesses, r.ports, ns(r.bus_ns)])).id = "rip-table";
+  table("rips", [["rip", "l"], ["symbol", "l"], ["source", "l"], ["accesses"], ["ports / addresses", "l"], ["bus time"]],
+        d.rips.map(r => [r.rip, r.symbol, r.source, r.accesses, r.accessed, ns(r.bus_ns)])).id = "rip-table";
   table("markers", [["t"], ["kind", "l"], ["origin", "l"], ["vCPU"], ["ports", "l"], ["cause", "l"]],
         d.markers.map(m => [ns(m.t_ns - d.t0), m.kind, m.origin, m.vcpu,
                             m.port_first === null ? "" : "0x" + m.port_first.toString(16) + "-0x" + m.port_last.toString(16), m.cause])).id = "marker-table";
@@ -267,7 +268,7 @@ Span span_of(Db& db, int64_t session) {
     Span sp;
     Stmt st(db.get(), "SELECT min(a, coalesce(m0, a)), max(b, coalesce(m1, b)), n FROM"
                       " (SELECT min(t_trap_ns) AS a, max(t_resume_ns) AS b, count(*) AS n"
-                      "  FROM transactions WHERE session_id = ?1),"
+                      "  FROM access_times WHERE session_id = ?1),"
                       " (SELECT min(t_ns) AS m0, max(t_ns) AS m1 FROM markers"
                       "  WHERE session_id = ?1)");
     st.bind(1, session);
@@ -279,37 +280,44 @@ Span span_of(Db& db, int64_t session) {
     return sp;
 }
 
-// Every access of the session into ports, in the order of its port and
-// direction's first, and every `every`th (0: all) into acc as the page's
-// list of accesses; with mmio, every memory-mapped access into registers
-// (address, width and direction) instead, and none into acc.
-std::vector<Port> read_accesses(Db& db, int64_t session, int64_t t0, int64_t every,
-                                std::ostringstream* acc, bool mmio = false) {
-    std::vector<Port> ports;
-    std::map<std::tuple<int64_t, int, std::string>, size_t> index;
+// The session's accesses: those to ports by port and direction, those to
+// memory-mapped registers by address, width and direction, each list in
+// the order of its key's first access.
+struct Accesses {
+    std::vector<Port> ports, registers;
+};
+
+// Every access of the session, of both address spaces, into its port or
+// register, and every `every`th (0: all), in the order of their traps, into
+// acc as the page's list of accesses.
+Accesses read_accesses(Db& db, int64_t session, int64_t t0, int64_t every,
+                       std::ostringstream& acc) {
+    Accesses all;
+    std::map<std::tuple<int64_t, int, std::string>, size_t> index[2];
     int64_t i = 0, shown = 0;
     auto json = [](const std::optional<int64_t>& v) {
         return v ? std::to_string(*v) : std::string("null");
     };
     // Bus time and the overhead's parts as the schema defines them; the
     // parts are NULL where the two clocks disagree.
-    Stmt st(db.get(),
-            std::string("SELECT t_trap_ns, vcpu, ") + (mmio ? "addr" : "port") +
-                ", dir, trap_to_bus_ns, bus_ns, bus_to_resume_ns, clock_skewed, status, " +
-                (mmio ? "size FROM mmio_transaction_times" : "0 FROM transaction_times") +
-                " WHERE session_id = ? ORDER BY t_trap_ns, id");
+    Stmt st(db.get(), "SELECT t_trap_ns, vcpu, addr, dir, trap_to_bus_ns, bus_ns,"
+                      " bus_to_resume_ns, clock_skewed, status,"
+                      " CASE space WHEN 'mmio' THEN size ELSE 0 END FROM access_times"
+                      " WHERE session_id = ? ORDER BY t_trap_ns, space DESC, id");
     st.bind(1, session);
     while (st.step()) {
         sqlite3_stmt* s = st.get();
         int64_t port = sqlite3_column_int64(s, 2);
-        int size = sqlite3_column_int(s, 9);
+        int size = sqlite3_column_int(s, 9); // 0: a port
         std::string dir = reinterpret_cast<const char*>(sqlite3_column_text(s, 3));
         auto key = std::make_tuple(port, size, dir);
-        if (!index.count(key)) {
-            index[key] = ports.size();
-            ports.push_back({port, size, dir, {}, {}, {}, {}});
+        auto& of = size ? all.registers : all.ports;
+        auto& at = index[size ? 1 : 0];
+        if (!at.count(key)) {
+            at[key] = of.size();
+            of.push_back({port, size, dir, {}, {}, {}, {}});
         }
-        Port& p = ports[index[key]];
+        Port& p = of[at[key]];
         auto value = [s](int col) -> std::optional<int64_t> {
             if (sqlite3_column_type(s, col) == SQLITE_NULL)
                 return std::nullopt;
@@ -327,19 +335,19 @@ std::vector<Port> read_accesses(Db& db, int64_t session, int64_t t0, int64_t eve
                 p.resume.push_back(*to_resume);
             }
         }
-        if (acc && (!every || i % every == 0)) {
-            *acc << (shown ? "," : "") << "[" << trap - t0 << "," << sqlite3_column_int(s, 1) << ","
-                 << port << ",";
+        if (!every || i % every == 0) {
+            acc << (shown ? "," : "") << "[" << trap - t0 << "," << sqlite3_column_int(s, 1) << ","
+                << port << ",";
             if (ok && bus)
-                *acc << json(to_bus) << "," << *bus << "," << json(to_resume);
+                acc << json(to_bus) << "," << *bus << "," << json(to_resume);
             else
-                *acc << "null,null,null";
-            *acc << "," << (skewed ? 1 : 0) << "," << json_string(dir) << "]";
+                acc << "null,null,null";
+            acc << "," << (skewed ? 1 : 0) << "," << json_string(dir) << "," << size << "]";
             shown++;
         }
         i++;
     }
-    return ports;
+    return all;
 }
 
 // "ports" (histogram of bus time, percentiles, split), "registers" (the
@@ -409,12 +417,14 @@ void write_ports(JsonObject& o, std::vector<Port>& ports, std::vector<Port>& reg
     o.add_json("ticks", ticks.str());
 }
 
-// Top instructions by bus time, named where --symbols knows them: the
-// elements of "rips".
+// Top instructions by bus time, of both address spaces, named where
+// --symbols knows them: the elements of "rips", each with the ports and
+// register addresses it accessed.
 std::string rips_json(Db& db, int64_t session, const Symbols& syms) {
-    Stmt r(db.get(), "SELECT rip, count(*), group_concat(DISTINCT printf('0x%04x', port)),"
+    Stmt r(db.get(), "SELECT rip, count(*), group_concat(DISTINCT CASE space WHEN 'mmio'"
+                     " THEN printf('0x%x', addr) ELSE printf('0x%04x', addr) END),"
                      " coalesce(sum(bus_ns), 0) AS bus"
-                     " FROM transaction_times WHERE session_id = ? AND rip != 0"
+                     " FROM access_times WHERE session_id = ? AND rip != 0"
                      " GROUP BY rip ORDER BY bus DESC, rip LIMIT 20");
     r.bind(1, session);
     JsonArray rips;
@@ -429,7 +439,7 @@ std::string rips_json(Db& db, int64_t session, const Symbols& syms) {
                 .add_json("symbol", sym ? json_string(sym->text()) : "null")
                 .add_json("source", sym && !sym->source.empty() ? json_string(sym->source) : "null")
                 .add("accesses", static_cast<int64_t>(sqlite3_column_int64(r.get(), 1)))
-                .add("ports", reinterpret_cast<const char*>(sqlite3_column_text(r.get(), 2)))
+                .add("accessed", reinterpret_cast<const char*>(sqlite3_column_text(r.get(), 2)))
                 .add("bus_ns", static_cast<int64_t>(sqlite3_column_int64(r.get(), 3)))
                 .str());
     }
@@ -452,9 +462,8 @@ std::string build_json(Db& db, int64_t session, const Symbols& syms) {
     const int64_t t0 = sp.t0, t1 = sp.t1, total = sp.total;
     int64_t every = total > kMaxAccesses ? (total + kMaxAccesses - 1) / kMaxAccesses : 0;
     std::ostringstream acc;
-    std::vector<Port> ports = read_accesses(db, session, t0, every, &acc);
-    std::vector<Port> registers = read_accesses(db, session, t0, every, nullptr, true);
-    write_ports(o, ports, registers);
+    Accesses all = read_accesses(db, session, t0, every, acc);
+    write_ports(o, all.ports, all.registers);
     o.add_json("accesses", "[" + acc.str() + "]")
         .add("sampled", every)
         .add("span_ns", t1 - t0)

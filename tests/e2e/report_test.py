@@ -135,6 +135,8 @@ def registers_drawn(busprof, db, tmp):
                        " WHERE status = 'ok' AND bus_ns IS NOT NULL").fetchall()
     nports = con.execute("SELECT count(DISTINCT port || dir) FROM transaction_times"
                          " WHERE status = 'ok' AND bus_ns IS NOT NULL").fetchone()[0]
+    nall, nrip = con.execute("SELECT count(*), min(count(DISTINCT nullif(rip, 0)), 20)"
+                             " FROM access_times").fetchone()
     con.close()
     dom = render(busprof, mdb, os.path.join(tmp, "mmio.html"))
     regs = sorted({(a, s, d) for a, s, d, _ in rows})
@@ -147,7 +149,38 @@ def registers_drawn(busprof, db, tmp):
         check_bars(c, key, [((a, s, d), ns) for a, s, d, ns in rows])
     medians, = [c for c in dom.charts if c[0] == "split-medians"]
     assert medians[2].get("rect.part") == 3 * (nports + len(regs)), medians[2]
+    # The timeline and the top instructions take both spaces' accesses.
+    timeline, = [c for c in dom.charts if c[0] == "timeline"]
+    assert timeline[2].get("circle.access") == nall, (timeline[2], nall)
+    assert len(dom.tables["rip-table"][1:]) == nrip, (dom.tables["rip-table"], nrip)
+    mmio_only_drawn(busprof, mdb, tmp, regs)
     return len(regs)
+
+
+def mmio_only_drawn(busprof, mdb, tmp, regs):
+    """A session with memory-mapped rows alone, as a kernel driver of a BAR
+    makes: its histograms, a dot on the timeline per access, and its top
+    instructions, the registers they accessed named by address."""
+    odb = os.path.join(tmp, "mmio-only.db")
+    shutil.copy(mdb, odb)
+    con = sqlite3.connect(odb)
+    con.execute("DELETE FROM transactions")
+    con.commit()
+    (n,), = con.execute("SELECT count(*) FROM mmio_transactions").fetchall()
+    rips = con.execute("SELECT printf('0x%x', rip), count(*) FROM mmio_transactions"
+                       " WHERE rip != 0 GROUP BY rip").fetchall()
+    con.close()
+    dom = render(busprof, odb, os.path.join(tmp, "mmio-only.html"))
+    hists = [c for c in dom.charts if c[0] == "histogram"]
+    assert len(hists) == len(regs), (len(hists), regs)
+    timeline, = [c for c in dom.charts if c[0] == "timeline"]
+    assert timeline[2].get("circle.access") == n > 0, (timeline[2], n)
+    table = dom.tables["rip-table"][1:]
+    assert len(table) == min(len(rips), 20) > 0, (table, rips)
+    counts = dict(rips)
+    for r in table:
+        assert int(r[3]) == counts[r[0]], (r, counts)
+        assert all(re.fullmatch(r"0x1000febf[0-9a-f]{4}", a) for a in r[4].split(",")), r
 
 
 def main():

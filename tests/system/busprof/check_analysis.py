@@ -381,8 +381,15 @@ def check_report(run, rows, sid, elf):
             if held != [n for *_, n in bars] or sum(held) != len(bus):
                 problems.append(f"{label} histogram {bars}: the rows put"
                                 f" {held} in those bars, {len(bus)} in all")
+    # the timeline: every access of the session, of both spaces, in the order
+    # of its trap (the page samples beyond 20000)
+    figures += 1
+    want_n = len(mine) if not data.get("sampled") else -(-len(mine) // data["sampled"])
+    if len(data.get("accesses") or []) != want_n:
+        problems.append(f"{name}: {len(data.get('accesses') or [])} accesses on the timeline,"
+                        f" the session has {len(mine)}")
     syms = symbols(elf)
-    by = group([a for a in mine if a.space == "port" and a.rip != 0], lambda a: a.rip)
+    by = group([a for a in mine if a.rip != 0], lambda a: a.rip)
     # SQLite orders rip as stored, signed: a kernel address before a user one
     signed = lambda r: r - (1 << 64) if r >= 1 << 63 else r
     top = sorted(by, key=lambda r: (-sum(a.bus or 0 for a in by[r]), signed(r)))[:20]

@@ -104,6 +104,8 @@ DOCTORED = {
         ("report", None, None),
         lambda t: report_edit(t, lambda d: d["ports"][-1]["split"].__setitem__(
             0, d["ports"][-1]["split"][0] + 1))),
+    "report: an access left off the timeline": (
+        ("report", None, None), lambda t: report_edit(t, lambda d: d["accesses"].pop())),
     "report: another symbol in the top instructions": (
         ("report", None, None),
         lambda t: report_edit(t, lambda d: d["rips"][0].update(symbol="mian+0x1"))),
