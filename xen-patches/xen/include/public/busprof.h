@@ -83,9 +83,12 @@
  *              than XEN_BUSPROF_MAX_MMIO_PAGES pages trapped in the domain
  *  -ENXIO      no profiler attached, or it attached with a version before
  *              1.3 (it knows nothing of MMIO)
- *  -EOPNOTSUPP the hypervisor cannot unmap the span yet (Xen 4.17 with the
- *              stage-1 patches: every MMIO start_trap_span / trap_span; the
- *              page-table work comes with the next stage)
+ *  -ENOMEM     Xen could not allocate the table that keeps the trapped
+ *              pages' machine frames until they are mapped back
+ *  -EOPNOTSUPP the hypervisor cannot unmap the span: a Xen with the
+ *              interface but without its page-table work, which refuses
+ *              every MMIO start_trap_span / trap_span before it changes
+ *              anything
  */
 
 #define XEN_BUSPROF_MAX_RANGES            16  /* per table, per domain */
