@@ -293,7 +293,9 @@ struct Accesses {
 Accesses read_accesses(Db& db, int64_t session, int64_t t0, int64_t every,
                        std::ostringstream& acc) {
     Accesses all;
-    std::map<std::tuple<int64_t, int, std::string>, size_t> index[2];
+    // (port or address, width, direction): a port's width is 0, so the two
+    // spaces' keys never meet and one map indexes both lists
+    std::map<std::tuple<int64_t, int, std::string>, size_t> index;
     int64_t i = 0, shown = 0;
     auto json = [](const std::optional<int64_t>& v) {
         return v ? std::to_string(*v) : std::string("null");
@@ -312,12 +314,11 @@ Accesses read_accesses(Db& db, int64_t session, int64_t t0, int64_t every,
         std::string dir = reinterpret_cast<const char*>(sqlite3_column_text(s, 3));
         auto key = std::make_tuple(port, size, dir);
         auto& of = size ? all.registers : all.ports;
-        auto& at = index[size ? 1 : 0];
-        if (!at.count(key)) {
-            at[key] = of.size();
+        if (!index.count(key)) {
+            index[key] = of.size();
             of.push_back({port, size, dir, {}, {}, {}, {}});
         }
-        Port& p = of[at[key]];
+        Port& p = of[index[key]];
         auto value = [s](int col) -> std::optional<int64_t> {
             if (sqlite3_column_type(s, col) == SQLITE_NULL)
                 return std::nullopt;
