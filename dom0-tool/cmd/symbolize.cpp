@@ -25,11 +25,13 @@ Symbols load_symbols(const std::vector<std::string>& specs) {
 
 std::string symbolize_sql(const Selection& sel) {
     std::string where = "WHERE rip != 0" + sel.on_rows();
-    // An instruction's memory-mapped registers as addresses, never as ports.
-    const std::string accessed = sel.space == Space::mmio
-                                     ? "group_concat(DISTINCT printf('0x%x', addr)) AS addrs"
-                                     : "group_concat(DISTINCT printf('0x%04x', port)) AS ports";
-    return "SELECT domid, printf('0x%x', rip) AS rip, symbol(rip) AS symbol,"
+    // An instruction's memory-mapped registers as addresses, never as
+    // ports, and the rows say their space, as stats --space mmio does.
+    const bool mmio = sel.space == Space::mmio;
+    const std::string accessed = mmio ? "group_concat(DISTINCT printf('0x%x', addr)) AS addrs"
+                                      : "group_concat(DISTINCT printf('0x%04x', port)) AS ports";
+    return std::string("SELECT domid, ") + (mmio ? "'mmio' AS space, " : "") +
+           "printf('0x%x', rip) AS rip, symbol(rip) AS symbol,"
            " source(rip) AS source, count(*) AS accesses, " +
            accessed +
            ", sum(bus_ns) AS bus_ns, CAST(round(avg(bus_ns)) AS INTEGER) AS mean_bus_ns FROM " +

@@ -719,6 +719,7 @@ def mmio_rows_in_the_analysis_commands(rig):
     for _, a, _, _, _, rip, _, _ in rows:
         if rip:
             by_rip.setdefault(rip & 0xffffffffffffffff, set()).add("0x%x" % a)
+    assert {o["space"] for o in out} == {"mmio"}, out
     assert {int(o["rip"], 16): (o["accesses"], set(o["addrs"].split(","))) for o in out} == \
         {rip: (sum(1 for row in rows if row[5] & 0xffffffffffffffff == rip), addrs)
          for rip, addrs in by_rip.items()}, out
