@@ -19,10 +19,13 @@
  *
  * With timed=N it also times N reads of the ID register trapped, N direct
  * after the stop, and (an HVM guest) N reads of memory qemu-xen's platform
- * device emulates, and prints their p50 and p99 (MMIO-COST).
+ * device emulates, and prints their p50 and p99 (MMIO-COST).  With trap=0
+ * as well it calls no busprof function at all: it times only the direct
+ * and the device model's reads, the same way, for the comparison run on a
+ * Xen without busprof (MMIO-COST with "trapped -").
  *
  * Parameters: base=0x2f8 (UART base port), iterations=100 (0: no port
- * phase, with edu only), edu=0 (none), timed=0.
+ * phase, with edu only), edu=0 (none), timed=0, trap=1, ropage=0 (none).
  */
 #define pr_fmt(fmt) "busprof-kexample: " fmt
 
@@ -54,6 +57,13 @@ MODULE_PARM_DESC(edu, "guest-physical address of the edu device's BAR0 (0: no me
 static unsigned int timed;
 module_param(timed, uint, 0444);
 MODULE_PARM_DESC(timed, "edu phase: reads timed of each kind (trapped, direct, device model) for the cost line (0: none)");
+
+static unsigned long ropage;
+module_param(ropage, ulong, 0444);
+MODULE_PARM_DESC(ropage, "edu phase: a page the domain has with iomem= that Xen keeps read-only, which it must refuse to trap with EXDEV (0: none)");
+static bool trap = true;
+module_param(trap, bool, 0444);
+MODULE_PARM_DESC(trap, "edu phase: 0 times direct and device model reads only, without busprof (needs timed)");
 
 /* QEMU's edu device (docs/specs/edu.rst): its registers in BAR0. */
 #define EDU_ID		0x00
@@ -323,12 +333,17 @@ out:
 
 /*
  * What Xen must refuse while the BAR's first page is trapped, each with its
- * own errno: the same page again and a span overlapping it (-EEXIST), the
- * page after the BAR, which neither dom0's policy nor the domain's iomem=
- * covers (-EPERM), and a stop of a span never started (-ENOENT); and what
- * the module refuses before Xen, a span not of whole pages (-EINVAL).  A
- * call that was not refused is undone.  0, or -EBADMSG with the FAIL line
- * printed; said gets the errnos, in order.
+ * own errno: the same page again and a span overlapping it (-EEXIST), a
+ * page of the BAR that the domain's iomem= gives it but dom0's policy
+ * leaves out (-EPERM, the policy's check; the rig allows BAR..BAR+0x7ffff),
+ * the page after the BAR, which dom0's policy allows but iomem= does not
+ * give (-EPERM, the iomem check), and a stop of a span never started
+ * (-ENOENT); and what the module refuses before Xen, a span not of whole
+ * pages (-EINVAL).  With ropage=ADDR, last, a page the domain has with
+ * iomem= and dom0's policy allows, but which Xen keeps read-only (an MSI-X
+ * table, PCI configuration space) and so never maps directly (-EXDEV).  A call that was not
+ * refused is undone.  0, or -EBADMSG with the FAIL line printed; said gets
+ * the errnos, in order.
  */
 static int kex_refusals(phys_addr_t first, char *said, size_t len)
 {
@@ -338,15 +353,18 @@ static int kex_refusals(phys_addr_t first, char *said, size_t len)
 	} calls[] = {
 		{ 0, PAGE_SIZE - 1, 0, -EEXIST },
 		{ 0, 2 * PAGE_SIZE - 1, 0, -EEXIST },
+		{ 0x80000, 0x80000 + PAGE_SIZE - 1, 0, -EPERM },
 		{ 0x100000, 0x100000 + PAGE_SIZE - 1, 0, -EPERM },
 		{ PAGE_SIZE, 2 * PAGE_SIZE - 1, 1, -ENOENT },
 		{ 0, 0x7ff, 0, -EINVAL },
+		{ 0, PAGE_SIZE - 1, 0, -EXDEV },	/* at ropage, not first */
 	};
-	size_t i, off = 0;
+	size_t i, off = 0, n = ARRAY_SIZE(calls) - !ropage;
 
-	for (i = 0; i < ARRAY_SIZE(calls); i++) {
-		phys_addr_t a = first + calls[i].first;
-		phys_addr_t b = first + calls[i].last;
+	for (i = 0; i < n; i++) {
+		phys_addr_t base = calls[i].want == -EXDEV ? ropage : first;
+		phys_addr_t a = base + calls[i].first;
+		phys_addr_t b = base + calls[i].last;
 		int rc = calls[i].stop ? bp_stop_trap_mmio(a, b) :
 					 bp_start_trap_mmio(a, b);
 
@@ -363,6 +381,50 @@ static int kex_refusals(phys_addr_t first, char *said, size_t len)
 				 kex_errname(rc));
 	}
 	return 0;
+}
+
+/*
+ * trap=0: the edu device's ID register read directly and memory the device
+ * model emulates, timed as kex_run_mmio times them, with no trap before.
+ */
+static int kex_time_untrapped(void)
+{
+	u64 direct[2], dm[2], *ns;
+	void __iomem *regs;
+	int dm_found, rc = 0;
+	u32 id;
+
+	regs = ioremap(edu, PAGE_SIZE);
+	ns = kvcalloc(timed, sizeof(*ns), GFP_KERNEL);
+	if (!regs || !ns) {
+		pr_err("FAIL no mapping or memory for the edu device at 0x%lx\n",
+		       edu);
+		rc = -ENOMEM;
+		goto out;
+	}
+	/* Only the device answers this: the reads reach it. */
+	id = readl(regs + EDU_ID);
+	if (id != EDU_ID_VALUE) {
+		pr_err("FAIL edu device at 0x%lx: ID 0x%08x, not 0x%08x\n", edu,
+		       id, EDU_ID_VALUE);
+		rc = -EIO;
+		goto out;
+	}
+	kex_time_reads(regs, EDU_ID, ns, direct, NULL);
+	dm_found = kex_time_device_model(ns, dm);
+	pr_info("OK %u untrapped reads of the edu device at 0x%lx timed, no busprof call\n",
+		timed, edu);
+	if (dm_found)
+		pr_info("MMIO-COST %u reads each, ns p50/p99: trapped - direct %llu/%llu device-model %llu/%llu\n",
+			timed, direct[0], direct[1], dm[0], dm[1]);
+	else
+		pr_info("MMIO-COST %u reads each, ns p50/p99: trapped - direct %llu/%llu device-model -\n",
+			timed, direct[0], direct[1]);
+out:
+	kvfree(ns);
+	if (regs)
+		iounmap(regs);
+	return rc;
 }
 
 /* The memory-mapped phase: the edu device's first page under a trap. */
@@ -488,11 +550,15 @@ static int __init kex_init(void)
 {
 	int rc = 0;
 
-	if ((!iterations && !edu) || base > 0xfff8 || edu % PAGE_SIZE) {
-		pr_err("FAIL bad parameters base=0x%x iterations=%u edu=0x%lx\n",
-		       base, iterations, edu);
+	if ((!iterations && !edu) || base > 0xfff8 || edu % PAGE_SIZE ||
+	    ropage % PAGE_SIZE ||
+	    (!trap && (iterations || !edu || !timed || timed > KEX_TIMED_MAX))) {
+		pr_err("FAIL bad parameters base=0x%x iterations=%u edu=0x%lx timed=%u trap=%d\n",
+		       base, iterations, edu, timed, trap);
 		return -EINVAL;
 	}
+	if (!trap)
+		return kex_time_untrapped();
 	if (iterations) {
 		/* The UART is ours while we drive it; the serial driver must
 		 * not have claimed it (HVM guests: 8250.nr_uarts=1). */

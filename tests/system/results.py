@@ -6,13 +6,17 @@ markdown table (never committed; tests/system/README.md, "Results").
 usage: results.py --begin RUN_DIR          start run-info.txt: start time, commit, load
        results.py --end RUN_DIR STATUS     add the run's seconds, load and exit status
        results.py --out PREFIX [--label VARIANT] RUN_DIR...
-                                           write PREFIX.csv and PREFIX.md
+                                           write PREFIX.csv, PREFIX-mmio.csv and PREFIX.md
 
 One row per busprof-relative result line of a run (busprof beside a plain
 ioreq server: a guest and a baseline), a run without one (a failed or a
 baseline run) in one row of its own.  The run's columns come from
 run-info.txt (--begin, --end) and from classify.py (result and causes); the
 measurement's from the guests' consoles, read by check_trace.py.
+PREFIX-mmio.csv has a row per MMIO-COST line of busprof-kexample (reads of
+the edu device's ID register timed in the guest's kernel: trapped, direct
+and served by qemu-xen's device model; "-" where not measured, as in a
+baseline run, which has no trap), and PREFIX.md a second table of them.
 """
 import csv
 import datetime
@@ -25,6 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "busprof"))
 from classify import classify  # noqa: E402
 from check_trace import relative_lines  # noqa: E402
+from check_edu import COST_RE  # noqa: E402
 
 RUN_COLUMNS = ("run", "started", "commit", "variant", "result", "causes", "seconds",
                "load_start", "load_end")
@@ -33,6 +38,9 @@ LINE_COLUMNS = ("guest", "baseline", "port", "n", "plain_p50_ns", "plain_p99_ns"
                 "overhead_p50_ns", "overhead_p99_ns", "ratio_p50", "ratio_p99", "marked",
                 "ratio_p99_unmarked", "clock_p50_ns", "skewed", "dom0_clock", "status")
 COLUMNS = RUN_COLUMNS + LINE_COLUMNS
+COST_KINDS = ("trapped", "direct", "device-model")
+COST_COLUMNS = ("run", "commit", "variant", "result", "guest", "n") + tuple(
+    f"{k.replace('-', '_')}_{q}_ns" for k in COST_KINDS for q in ("p50", "p99"))
 INFO = "run-info.txt"
 
 
@@ -108,9 +116,40 @@ def rows(run_dirs, label):
     return out
 
 
-def write_csv(path, table):
+def cost_lines(d, name):
+    """busprof-kexample's MMIO-COST lines in a guest's console, as dicts of
+    COST_COLUMNS' figures ('' where the line says '-')."""
+    path = os.path.join(d, "results", "guests", name + ".log")
+    log = open(path, errors="replace").read() if os.path.exists(path) else ""
+    out = []
+    for m in COST_RE.finditer(log):
+        words = m.group(2).split()
+        fig = dict(zip(words[0::2], words[1::2]))
+        line = {"guest": name, "n": m.group(1)}
+        for k in COST_KINDS:
+            p50, _, p99 = fig.get(k, "-").partition("/")
+            line[f"{k.replace('-', '_')}_p50_ns"] = p50 if p50 != "-" else ""
+            line[f"{k.replace('-', '_')}_p99_ns"] = p99
+        out.append(line)
+    return out
+
+
+def cost_rows(run_dirs, table):
+    """A row per MMIO-COST line of each run, with the run's columns of table."""
+    out = []
+    for i, d in enumerate(run_dirs, 1):
+        run = next(r for r in table if r["run"] == str(i))
+        names = sorted(n[:-4] for n in os.listdir(os.path.join(d, "results", "guests"))
+                       if n.endswith(".log")) \
+            if os.path.isdir(os.path.join(d, "results", "guests")) else []
+        for line in (x for n in names for x in cost_lines(d, n)):
+            out.append({c: line.get(c, run.get(c, "")) for c in COST_COLUMNS})
+    return out
+
+
+def write_csv(path, table, columns=COLUMNS):
     with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w = csv.DictWriter(f, fieldnames=columns)
         w.writeheader()
         w.writerows(table)
 
@@ -148,6 +187,20 @@ def write_md(path, table, label):
             f.write("| " + " | ".join(cells) + " |\n")
 
 
+def write_md_costs(path, costs):
+    with open(path, "a") as f:
+        f.write("\nReads of the edu device's ID register timed in the guest's kernel"
+                " (busprof-kexample), ns, p50/p99: under busprof's trap, direct (the page"
+                " mapped), and of memory qemu-xen's device model serves (HVM only).\n\n")
+        head = ("run", "commit", "result", "guest", "n", "trapped", "direct", "device model")
+        f.write("| " + " | ".join(head) + " |\n|" + "---|" * len(head) + "\n")
+        for r in costs:
+            cells = [r["run"], r["commit"] or "-", r["result"], r["guest"], r["n"]]
+            cells += ["/".join(r[f"{k.replace('-', '_')}_{q}_ns"] or "-" for q in ("p50", "p99"))
+                      for k in COST_KINDS]
+            f.write("| " + " | ".join(cells) + " |\n")
+
+
 def main(args):
     if len(args) == 2 and args[0] == "--begin":
         begin(args[1])
@@ -162,8 +215,12 @@ def main(args):
             label, args = args[1], args[2:]
         if args:
             table = rows(args, label)
+            costs = cost_rows(args, table)
             write_csv(prefix + ".csv", table)
+            write_csv(prefix + "-mmio.csv", costs, COST_COLUMNS)
             write_md(prefix + ".md", table, label)
+            if costs:
+                write_md_costs(prefix + ".md", costs)
             return 0
     print(__doc__, file=sys.stderr)
     return 2

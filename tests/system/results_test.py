@@ -16,7 +16,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 # What soak.sh runs besides the system test itself.
-LINKED = ("soak.sh", "classify.py", "results.py", "busprof/check_trace.py", "busprof/check_edu.py")
+LINKED = ("soak.sh", "classify.py", "results.py", "busprof/check_trace.py", "busprof/check_edu.py",
+          "busprof/check_timeout.py")
 
 # The columns the table of runs in the README had, by the names of
 # busprof-relative's line.
@@ -53,7 +54,7 @@ def write(path, text):
         f.write(text)
 
 
-def fake_run(d, rc, guests, lines, stall=False, clock="tsc tsc"):
+def fake_run(d, rc, guests, lines, stall=False, clock="tsc tsc", costs=None):
     """One run's output directory as the rig leaves it."""
     res = os.path.join(d, "results")
     write(os.path.join(d, "rc"), str(rc))
@@ -72,8 +73,18 @@ def fake_run(d, rc, guests, lines, stall=False, clock="tsc tsc"):
         mine = [l for l in lines if "bp-" + l["guest"] == g]
         write(os.path.join(res, "guests", g + ".log"), "RELATIVE start: guest\n" + "".join(
             "BUSPROF-RELATIVE " + " ".join(f"{k}={v}" for k, v in l.items()) + "\n"
-            for l in mine) + "RELATIVE: exit status 0\n")
+            for l in mine) + "RELATIVE: exit status 0\n" + "".join(
+            f"busprof-kexample: MMIO-COST {c}\n" for c in (costs or {}).get(g, [])))
         write(os.path.join(res, g + ".relative-sched.txt"), f"#clocksource {clock}\n")
+
+
+# busprof-kexample's cost lines: the patched run's (HVM with the device
+# model, PVH without) and a baseline's, which has no trap.
+COSTS = {"bp-hvm": ["200 reads each, ns p50/p99: trapped 860502/1769281 direct 2584/49579"
+                    " device-model 1176780/11246726"],
+         "bp-pvh": ["200 reads each, ns p50/p99: trapped 651373/2818973 direct 2515/14266"
+                    " device-model -",
+                    "200 reads each, ns p50/p99: trapped - direct 2400/13000 device-model -"]}
 
 
 class SoakResults(unittest.TestCase):
@@ -93,7 +104,7 @@ class SoakResults(unittest.TestCase):
                      2: [relative("pvh", "probe", "0x2ef", 4)],
                      3: []}
         fake_run(os.path.join(fake, "1"), 0, ["bp-pv", "bp-pvh", "bp-hvm"], cls.lines[1],
-                 clock="tsc xen")
+                 clock="tsc xen", costs=COSTS)
         fake_run(os.path.join(fake, "2"), 1, ["bp-pvh", "bp-hvm"], cls.lines[2], stall=True)
         fake_run(os.path.join(fake, "3"), 0, ["bp-pv"], cls.lines[3])
         env = dict(os.environ, BUSPROF_BUILD_DIR=os.path.join(t, "build"), FAKE_DIR=fake)
@@ -108,6 +119,8 @@ class SoakResults(unittest.TestCase):
             cls.rows = list(csv.DictReader(f))
         with open(os.path.join(latest, "soak-results.md")) as f:
             cls.md = f.read()
+        with open(os.path.join(latest, "soak-results-mmio.csv"), newline="") as f:
+            cls.costs = list(csv.DictReader(f))
 
     @classmethod
     def tearDownClass(cls):
@@ -157,7 +170,8 @@ class SoakResults(unittest.TestCase):
         self.assertEqual(clock[("2", "pvh")], "tsc")
 
     def test_the_markdown_table_has_a_row_per_csv_row(self):
-        body = [l for l in self.md.splitlines() if re.match(r"^\| \d+ \|", l)]
+        runs, _, _ = self.md.partition("Reads of the edu device")
+        body = [l for l in runs.splitlines() if re.match(r"^\| \d+ \|", l)]
         self.assertEqual(len(body), len(self.rows))
         self.assertIn("2 of 3 runs passed", self.md)
         for line, r in zip(body, self.rows):
@@ -167,6 +181,22 @@ class SoakResults(unittest.TestCase):
             self.assertIn(r["ratio_p50"] or "-", cells)
             self.assertIn(f"{r['plain_p50_ns']}/{r['plain_p99_ns']}" if r["guest"] else "-/-",
                           cells)
+
+    def test_each_mmio_cost_line_is_a_row_with_its_figures(self):
+        got = [(r["run"], r["result"], r["guest"], r["n"], r["trapped_p50_ns"],
+                r["trapped_p99_ns"], r["direct_p50_ns"], r["direct_p99_ns"],
+                r["device_model_p50_ns"], r["device_model_p99_ns"]) for r in self.costs]
+        self.assertEqual(got, [
+            ("1", "PASS", "bp-hvm", "200", "860502", "1769281", "2584", "49579", "1176780",
+             "11246726"),
+            ("1", "PASS", "bp-pvh", "200", "651373", "2818973", "2515", "14266", "", ""),
+            ("1", "PASS", "bp-pvh", "200", "", "", "2400", "13000", "", "")])
+        _, _, costs = self.md.partition("Reads of the edu device")
+        body = [l for l in costs.splitlines() if re.match(r"^\| \d+ \|", l)]
+        self.assertEqual(len(body), 3, costs)
+        self.assertIn("| bp-hvm | 200 | 860502/1769281 | 2584/49579 | 1176780/11246726 |",
+                      body[0])
+        self.assertIn("| bp-pvh | 200 | -/- | 2400/13000 | -/- |", body[2])
 
 
 if __name__ == "__main__":

@@ -3,8 +3,10 @@
 # busprof system test, guest side: an unmodified program under dom0's trap,
 # then two refused traps, the example driver, if the initramfs has them the
 # kernel modules (busprof.ko and the example driver module), the measurement
-# of busprof beside a plain ioreq server (busprof-relative) and, last, the
-# unmodified program again while dom0 stops the daemon under it.
+# of busprof beside a plain ioreq server (busprof-relative), the edu device,
+# the unmodified program again while dom0 stops the daemon under it and,
+# last, the bounded wait: loops on a port and a register while dom0 stops
+# a daemon with SIGSTOP.
 export PATH=/busprof/bin:$PATH
 rc=0
 # porttest knows nothing of busprof (ioperm, outb/inb); dom0 trapped COM2 for
@@ -70,6 +72,7 @@ fi
 # the driver waits for that (-w), trying its trap again while it is refused
 # with EPERM.
 edu=$(sed -n 's/.*busprof\.edu=\(0x[0-9a-f]*\).*/\1/p' /proc/cmdline)
+ropage=$(sed -n 's/.*busprof\.ropage=\(0x[0-9a-f]*\).*/\1/p' /proc/cmdline)
 if [ -n "$edu" ]; then
     echo "EDU-READY"
     busprof-edu-driver -b "$edu" -w 120 || rc=1
@@ -83,18 +86,20 @@ if [ -n "$edu" ]; then
     if [ -f /busprof/kmod/busprof-kexample.ko ] && grep -q '^busprof ' /proc/modules; then
         rmmod busprof_kexample 2>/dev/null
         k=$(dmesg | grep -c 'busprof-kexample: ')
-        insmod /busprof/kmod/busprof-kexample.ko iterations=0 edu="$edu" timed=200 || rc=1
+        insmod /busprof/kmod/busprof-kexample.ko iterations=0 edu="$edu" timed=200 \
+            ${ropage:+ropage="$ropage"} || rc=1
         dmesg | grep 'busprof-kexample: ' | tail -n +$((k + 1)) | sed 's/^\[[^]]*\] //'
     fi
     echo "EDU-DONE"
 fi
 
-# Last of all, the daemon stopped in the middle of the guest's accesses: dom0
-# ends the session, starts the next one, maps COM2 1:1 (where the accesses go
-# once the trap is gone) and traps it for porttest, which knows nothing of
-# busprof; once porttest has started, dom0 sends the daemon SIGTERM (what
-# systemctl stop sends).  Every value porttest writes must read back, before,
-# across and after the stop.  A probe of this guest's own may hold COM2 for a
+# Then the daemon stopped in the middle of the guest's accesses: dom0 ends
+# the session, starts the next one, maps COM2 1:1 (where the accesses go
+# once the trap is gone) and traps it and the edu device's first page for
+# porttest's two loops, which know nothing of busprof; once they have
+# started, dom0 sends the daemon SIGTERM (what systemctl stop sends).  Every
+# value they write must read back, before, across and after the stop: the
+# daemon's detach maps the page back.  A probe of this guest's own may hold COM2 for a
 # moment; dom0 tries its trap again then.
 echo "STOP-READY"
 n=0
@@ -108,6 +113,58 @@ if [ $n -ge 300 ]; then
     rc=1
 else
     echo "COM2 trapped by dom0 after $n probes"
+    # and the edu device's first page, under a loop of its own
+    mpid=
+    if [ -n "$edu" ]; then
+        porttest -m "$edu" -t 12 &
+        mpid=$!
+    fi
     porttest -t 12 0x2f8 || rc=1
+    [ -z "$mpid" ] || wait "$mpid" || rc=1
+fi
+
+# Then the bounded wait (tests/system/README.md, "The bounded wait"): dom0
+# attaches a new daemon, traps COM2 and the edu device's first page for
+# the guest and, while both loops run, stops the daemon (SIGSTOP) for
+# longer than its timeout.  The access in flight then completes without
+# it (all ones, a write dropped), Xen drops every trap and the loops go on
+# to the devices directly.  check_timeout.py holds the loops' lines (those
+# after TIMEOUT-READY) to the trace: no wrong pair but the one that timed
+# out.
+# Then dom0 attaches one more daemon and the guest traps again.
+if [ -n "$edu" ]; then
+    echo "TIMEOUT-READY"
+    n=0
+    until busprof-trap-probe 0x2f8 0x2ff | grep -q EEXIST; do
+        n=$((n + 1))
+        [ $n -ge 300 ] && break
+        sleep 0.2
+    done
+    if [ $n -ge 300 ]; then
+        echo "TIMEOUT: COM2 not trapped by dom0 after $n probes"
+    else
+        porttest -m "$edu" -t 16 &
+        porttest -t 16 0x2f8
+        wait
+    fi
+    echo "TIMEOUT-LOOPS-DONE"
+    # the new daemon: a trap works again once it is attached (ENXIO until then)
+    n=0
+    until busprof-trap-probe 0x2f8 0x2ff > /tmp/probe.txt; do
+        n=$((n + 1))
+        [ $n -ge 300 ] && break
+        sleep 0.2
+    done
+    echo "TIMEOUT: trap again after $n probes: $(cat /tmp/probe.txt)"
+    # dom0 then traps the page and COM2 and leaves them trapped: the guest
+    # powers off under its traps
+    n=0
+    until busprof-trap-probe 0x2f8 0x2ff | grep -q EEXIST; do
+        n=$((n + 1))
+        [ $n -ge 300 ] && break
+        sleep 0.2
+    done
+    echo "TIMEOUT: powering off under dom0's traps after $n probes"
+    echo "TIMEOUT-DONE"
 fi
 exit $rc

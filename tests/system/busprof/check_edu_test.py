@@ -54,7 +54,7 @@ def kernel():
 KRIP = -0x3F5DE000  # a module's text, as stored: negative
 KLINE = ("busprof-kexample: OK {n} memory-mapped transactions extracted, {n} accesses made,"
          " 0xfea00000-0xfea00fff, 0 clock-skewed, refused: {refused}\n")
-REFUSED = "EEXIST EEXIST EPERM ENOENT EINVAL"
+REFUSED = "EEXIST EEXIST EPERM EPERM ENOENT EINVAL EXDEV"
 TIMED = 3  # the module's timed reads of the ID register: trapped (rows), then direct
 COST = (f"busprof-kexample: MMIO-COST {TIMED} reads each, ns p50/p99: trapped 900/990"
         " direct 30/40 device-model 700/800\n")
@@ -134,6 +134,11 @@ def main():
         "an overlapping trap not refused": (p + kr, p + after + k_seen, None,
                                             KLINE.format(n=len(k), refused="EEXIST EPERM ENOENT"
                                                          " EINVAL")),
+        "the read-only page not refused": (p + kr, p + after + k_seen, None,
+                                               KLINE.format(n=len(k), refused=REFUSED[:-6])),
+        "the iomem check not refusing": (p + kr, p + after + k_seen, None,
+                                         KLINE.format(n=len(k), refused=REFUSED.replace(
+                                             "EPERM EPERM", "EPERM"))),
         "the module failed": (p + kr, p + after + k_seen, None,
                               "busprof-kexample: FAIL bp_start_trap_mmio: -1 (EPERM)\n"),
         "the module's direct reads not at the device": (p + kr, p + after + k),

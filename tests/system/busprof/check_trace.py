@@ -27,12 +27,16 @@ Exit 0 only if, for every guest:
     scratch and line status registers, with a RIP in the kernel's half of the
     address space and inside the module text it printed, every value it wrote
     read back by the next access.
-  - the daemon stopped with SIGTERM in the middle of porttest's accesses (the
-    guest's last phase, in a session of its own): porttest read back every
-    value it wrote, the daemon exited 0, the session holds some of porttest's
-    pairs but not all (the stop fell inside the loop), every row ok, each IN
-    equal to the OUT before it on its vCPU, no timeout or stop_unserved event,
-    dom0's trap marked and the session stopped by the signal.
+  - the daemon stopped with SIGTERM in the middle of porttest's accesses (in
+    a session of its own): porttest read back every value it wrote, the
+    daemon exited 0, the session holds some of porttest's pairs but not all
+    (the stop fell inside the loop), every row ok, each IN equal to the OUT
+    before it on its vCPU, no timeout or stop_unserved event, dom0's trap
+    marked and the session stopped by the signal; the same of its loop on
+    the edu device's liveness register (each read the inverse of the write).
+  - the bounded wait (after the stop, in sessions of their own): a daemon
+    stopped with SIGSTOP for longer than its timeout under the guest's
+    loops on a port and a memory-mapped register (check_timeout.py).
   - the edu phase (before the stop, in a session of its own): the edu device's
     user-space driver, then the example kernel module's edu sequence, under a
     memory-mapped trap; the rows are exactly their trapped accesses and
@@ -48,6 +52,7 @@ import sqlite3
 import sys
 
 from check_edu import check_edu
+from check_timeout import check_timeout
 
 PLAIN_PAIRS = 8 + 100                   # porttest 100: its fixed values, then 100
 PLAIN_ACCESSES = 2 + 2 * PLAIN_PAIRS + 1  # LSR and scratch first, the restore last
@@ -189,6 +194,7 @@ def check_stop(db, outdir, name):
     if wrong:
         problems.append(f"{len(wrong)} IN rows not equal to the OUT before them on their vCPU,"
                         f" e.g. {wrong[0]}")
+    problems += check_stop_mmio(db, sid, log.partition("TIMEOUT-READY")[0])
     events = [k for k, in db.execute("SELECT kind FROM events WHERE session_id = ?"
                                      " AND kind IN ('timeout', 'stop_unserved')", (sid,))]
     if events:
@@ -199,7 +205,37 @@ def check_stop(db, outdir, name):
         problems.append(f"no start_trap marker of dom0's trap of COM2: {marks}")
     if [m for m in marks if m[0] == "stop"] != [("stop", None, "signal")]:
         problems.append(f"the session's stop is not the signal's: {marks}")
-    return problems, (name + "/stop", sid, outs, pairs)
+    mouts = db.execute("SELECT count(*) FROM mmio_transactions WHERE session_id = ?"
+                       " AND dir = 'out'", (sid,)).fetchone()[0]
+    return problems, (name + "/stop", sid, outs, pairs, mouts)
+
+
+def check_stop_mmio(db, sid, log):
+    """The memory-mapped loop across the stop (porttest -m on the edu
+    device's liveness register): it read back the inverse of every value it
+    wrote, before, across and after the stop (the detach mapped the page
+    back), and the session holds some of its pairs but not all, each ok,
+    each read the inverse of the write before it."""
+    m = re.search(r"^MMIO-LOOP-(OK|FAIL \d+ of) (\d+) write/read pairs at 0x([0-9a-f]+)", log, re.M)
+    if not m:
+        return ["no result line of porttest -m (the memory-mapped loop)"]
+    problems = [] if m.group(1) == "OK" else [f"porttest -m across the stop: {m.group(0)}"]
+    pairs, reg = int(m.group(2)), int(m.group(3), 16)
+    rows = db.execute("SELECT dir, addr, value & 4294967295, status FROM mmio_transactions"
+                      " WHERE session_id = ? ORDER BY id", (sid,)).fetchall()
+    outs = sum(1 for r in rows if r[0] == "out")
+    if not outs or outs >= pairs:
+        problems.append(f"the session holds {outs} of porttest -m's {pairs} writes: the SIGTERM"
+                        " fell outside its loop")
+    odd = [r for r in rows if r[3] != "ok" or r[1] != reg]
+    if odd:
+        problems.append(f"{len(odd)} memory-mapped rows not ok or not at 0x{reg:x}, e.g. {odd[0]}")
+    wrong = [(a, b) for a, b in zip(rows, rows[1:]) if b[0] == "in" and
+             (a[0] != "out" or b[2] != ~a[2] & 0xFFFFFFFF)]
+    if wrong:
+        problems.append(f"{len(wrong)} memory-mapped reads not the inverse of the write before"
+                        f" them, e.g. {wrong[0]}")
+    return problems
 
 
 RELATIVE_FIGURES = ("plain_p50_ns", "plain_p99_ns", "trapped_p50_ns", "trapped_p99_ns",
@@ -438,7 +474,17 @@ def main():
         if stop:
             print(f"{stop[0]:<16} session {stop[1]}: {stop[2]} of porttest's"
                   f" {stop[3] if stop[3] is not None else '?'} pairs trapped before the"
-                  " daemon's SIGTERM, the rest reached COM2 directly")
+                  f" daemon's SIGTERM, the rest reached COM2 directly; {stop[4]} of the"
+                  " memory-mapped loop's, the rest reached the edu device directly")
+        timeout_problems, timed = check_timeout(db, outdir, name,
+                                                phase_session(outdir, name, "stop"))
+        problems += [f"the bounded wait: {p}" for p in timeout_problems]
+        if timed and timed[2]:
+            space, d, where, value, _, bus = timed[2]
+            print(f"{timed[0]:<16} session {timed[1]}: the {space} {d} at 0x{where:x} timed"
+                  f" out ({'value' if d == 'out' else 'the guest read'} 0x{value:x}"
+                  f"{', made late' if d == 'out' and bus is not None else ''}),"
+                  " Xen detached the daemon, the loops went on directly")
         sid = phase_session(outdir, name, "edu")
         edu_problems, edu = check_edu(db, outdir, name, None if sid == 2**62 else sid)
         problems += [f"the edu phase: {p}" for p in edu_problems]

@@ -30,6 +30,12 @@ stop_probe() {
 }
 grep -qw 'busprof.secondemulator=1' /proc/cmdline && RUN_GUEST_HOOK=start_probe
 
+# QEMU's edu device, as the patched runs give it: each PVH and HVM guest
+# gets its BAR with iomem= and, if its initramfs has the kernel modules,
+# times reads of it the way busprof-kexample times them beside a trap
+# (busprof.mmiocost=, domU-init.sh): the direct cost on a Xen without
+# busprof.
+find_edu
 rc=0
 for g in ${BUSPROF_GUESTS:-pv pvh hvm}; do
     cfg=$BUSPROF_CFG/$g.cfg
@@ -39,7 +45,10 @@ for g in ${BUSPROF_GUESTS:-pv pvh hvm}; do
         # PV: Xen's PV I/O emulation, no mapping, no ioreq servers
         RUN_GUEST_HOOK= run_guest "$cfg" || rc=1
     else
-        run_guest "$cfg" "$IOPORTS" || rc=1
+        edu=()
+        [ -n "$EDU_BAR" ] &&
+            edu=("$IOMEM" "extra=\"$(cfg_value extra "$cfg") busprof.mmiocost=$EDU_BAR\"")
+        run_guest "$cfg" "$IOPORTS" "${edu[@]}" || rc=1
         stop_probe
     fi
 done

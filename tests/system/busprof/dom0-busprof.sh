@@ -43,20 +43,18 @@ if grep -qw 'busprof.kmod=1' /proc/cmdline; then
     KMOD=1
     export BUSPROF_SUCCESS_RE='^busprof-kexample: OK'
 fi
-# QEMU's edu device (stage-boot.sh): its BAR0, which every PVH and HVM guest
-# gets with iomem= at the same guest-physical address (xl maps it 1:1), so
-# that the daemon, which takes the guest's address for the machine's, reaches
-# the device.  No driver in dom0 claims it: the daemon maps it through the
-# sysfs resource0 file of the device, which needs no driver.
-EDU_BAR= EDU_END= IOMEM=
-for dev in /sys/bus/pci/devices/*; do
-    [ "$(cat "$dev/vendor" 2>/dev/null)" = 0x1234 ] && [ "$(cat "$dev/device" 2>/dev/null)" = 0x11e8 ] || continue
-    read -r start end _ < "$dev/resource"
-    EDU_BAR=$(printf '0x%x' "$start") EDU_END=$(printf '0x%x' "$end")
-    IOMEM="iomem=[\"$(printf '%x,%x' $((start >> 12)) $(((end - start + 1) >> 12)))\"]"
-    bp_t "edu device $(basename "$dev"): BAR0 $EDU_BAR-$EDU_END, guests get $IOMEM"
-    break
-done
+# QEMU's edu device (lib-dom0.sh, find_edu): EDU_BAR, EDU_END and the
+# guests' IOMEM.  The daemon takes the guest's address for the machine's,
+# which xl's 1:1 mapping makes the same.  No driver in dom0 claims it: the
+# daemon maps it through the sysfs resource0 file of the device, which
+# needs no driver.  The guests also get a page Xen keeps read-only
+# (find_ro_page), which they never touch: Xen must refuse to trap it.
+find_edu
+find_ro_page
+if [ -n "$IOMEM" ] && [ -n "$RO_PAGE" ]; then
+    IOMEM="${IOMEM%]}$(printf ',"%x,1"]' $((RO_PAGE >> 12)))"
+    bp_t "guests get $IOMEM"
+fi
 mkdir -p /run/busprof
 rc=0
 # busprof from its Debian package (stage-image.sh), found on PATH as a user's.
@@ -101,6 +99,7 @@ plain_phase() {
     relative_phase "$name" "$log" "$domid"
     edu_phase "$name" "$log"
     stop_phase "$name" "$log" "$domid"
+    timeout_phase "$name" "$log"
 }
 
 # qemu_trace on|off NAME: asks the rig to switch QEMU's log of its devices'
@@ -125,15 +124,22 @@ qemu_trace() {
 # waits for that before it touches the device.  QEMU's log is switched off
 # when the guest is done (EDU-DONE).  check_trace.py compares the session's
 # rows with what the driver printed and with QEMU's log.
+# The policy: the BAR's first half (the second half, which the guest has,
+# is refused by the policy), the MiB after the BAR (which the guest has
+# not: refused by the iomem check) and the read-only page.
+hexa() { printf '0x%x' $(($1)); }
+EDU_PAGE="$EDU_BAR-$(hexa "$EDU_BAR + 0xfff")"     # the first page, which the loops use
+EDU_POLICY="$EDU_BAR-$(hexa "$EDU_BAR + 0x7ffff"),$(hexa "$EDU_BAR + 0x100000")-$(hexa "$EDU_BAR + 0x1fffff")"
+[ -n "$RO_PAGE" ] && EDU_POLICY+=",$RO_PAGE-$(hexa "$RO_PAGE + 0xfff")"
 edu_phase() {
     local name=$1 log=$2 out=$BUSPROF_RESULTS/$1.edu.log
     [ -n "$EDU_BAR" ] || return 0
     wait_line '^EDU-READY' "$log" 1200 || return 0
     {
-        bp_t "$name is ready for the edu device: stop, rearm, QEMU's log on, allow $EDU_BAR-$EDU_END"
+        bp_t "$name is ready for the edu device: stop, rearm, QEMU's log on, allow $EDU_POLICY"
         next_session "$name" "$BUSPROF_RESULTS/$name.edu-session"
         if qemu_trace on "$name"; then
-            busprof policy "$name" --backend xen --allow-mmio "$EDU_BAR-$EDU_END"
+            busprof policy "$name" --backend xen --allow-mmio "$EDU_POLICY"
         else
             bp_t "QEMU's log was not switched on: the edu device stays out of the policy"
         fi
@@ -196,13 +202,14 @@ relative_phase() {
 }
 
 # stop_phase NAME LOG DOMID: the daemon stopped in the middle of a trapped
-# access (issue 37).  In a session of its own (NAME.stop-session), dom0 maps
-# COM2 1:1 for the guest, so that its accesses reach the device once the
-# trap is gone, traps COM2 for it (busprof trap) and, STOP_AFTER seconds
-# after porttest -t started its loop, sends the daemon SIGTERM, as systemctl
-# stop does.  The daemon must serve and record every access Xen routed to it
-# before it lets its ioreq server go; porttest must read back every value it
-# wrote, before, across and after the stop.  stop_daemon collects the
+# access.  In a session of its own (NAME.stop-session), dom0 maps COM2 1:1
+# for the guest, so that its accesses reach the device once the trap is
+# gone, traps COM2 and the edu device's first page for it (busprof trap)
+# and, STOP_AFTER seconds after porttest -t started its loop, sends the
+# daemon SIGTERM, as systemctl stop does.  The daemon must serve and record
+# every access Xen routed to it before it lets its ioreq server go, and its
+# detach maps the page back; porttest's two loops must read back every
+# value they wrote, before, across and after the stop.  stop_daemon collects the
 # daemon's exit status (NAME.stop.log); check_trace.py checks the rest.
 STOP_AFTER=3
 stop_phase() {
@@ -217,9 +224,12 @@ stop_phase() {
         next_session "$name" "$BUSPROF_RESULTS/$name.stop-session"
         ioport-map "$domid" 0x2f8 8
         # The guest probes with a trap of its own until dom0's is there: it
-        # may hold COM2 for a moment (EEXIST).
+        # may hold COM2 for a moment (EEXIST).  The edu device's first page
+        # too, for porttest's memory-mapped loop (trapped before COM2, so
+        # that the guest's probe sees both).
         for i in $(seq 50); do
-            busprof trap "$name" --backend xen --ports "$PLAIN_PORTS" && break
+            busprof trap "$name" --backend xen ${EDU_BAR:+--mmio "$EDU_PAGE"} \
+                --ports "$PLAIN_PORTS" && break
             sleep 0.2
         done
         quiet_wait_for "SCRATCH-LOOP start" "$log" 120 || { bp_t "porttest -t did not start"; return; }
@@ -234,6 +244,70 @@ stop_phase() {
         bp_t "daemon of $name: $(kill -0 "$DAEMON_PID" 2>/dev/null && echo 'still there after 60 s' || echo gone)"
     } >> "$out" 2>&1
 }
+# timeout_phase NAME LOG: the bounded wait of patch 0103, for a port and a
+# memory-mapped register.  Once the daemon stopped by stop_phase is gone, a
+# new one attaches (a session of its own, the first after the stop's) with
+# --timeout-ms TIMEOUT_MS; dom0 traps the edu device's first page and COM2
+# (still mapped 1:1) for the guest's two loops (porttest -m, porttest -t)
+# and, TIMEOUT_AFTER seconds after they started, stops the daemon (SIGSTOP)
+# for TIMEOUT_STOP seconds, then continues it.  At the deadline Xen
+# completes the access in flight without it and detaches it: every trap
+# goes, the page is mapped again, the loops reach the devices directly, and
+# the daemon ends its session and exits 1 (NAME.timeout.log).  Then one more
+# daemon attaches (the next session), the guest traps COM2 again, and dom0
+# traps the page and COM2 once more and leaves them trapped: the domain's
+# destruction drops those traps (Xen detaches the daemon, which then exits
+# by itself).
+# check_timeout.py checks the rest.
+TIMEOUT_MS=1000 TIMEOUT_AFTER=3 TIMEOUT_STOP=6
+timeout_phase() {
+    local name=$1 log=$2 out=$BUSPROF_RESULTS/$1.timeout.log pid i page=$EDU_PAGE
+    [ -n "$EDU_BAR" ] || return 0
+    wait_line '^TIMEOUT-READY' "$log" 1200 || return 0
+    {
+        for i in $(seq 120); do
+            kill -0 "$DAEMON_PID" 2>/dev/null || break
+            sleep 0.5
+        done
+        start_daemon "$name" "/run/busprof/$name.timeout.sock" \
+            "$BUSPROF_RESULTS/$name.timeout-daemon.log" --timeout-ms "$TIMEOUT_MS" || return
+        pid=$STARTED_PID
+        bp_t "dom0 traps the page $page and COM2 for $name's loops"
+        for i in $(seq 50); do
+            busprof trap "$name" --backend xen --mmio "$page" --ports "$PLAIN_PORTS" && break
+            sleep 0.2
+        done
+        if quiet_wait_for "MMIO-LOOP start" "$log" 120; then
+            sleep "$TIMEOUT_AFTER"
+            bp_t "SIGSTOP to the daemon of $name (pid $pid) for $TIMEOUT_STOP s, its timeout $TIMEOUT_MS ms"
+            kill -STOP "$pid"
+            sleep "$TIMEOUT_STOP"
+            kill -CONT "$pid"
+            bp_t "SIGCONT to the daemon of $name"
+        else
+            bp_t "the loops did not start: SIGTERM to the daemon"
+            kill -TERM "$pid"
+        fi
+        wait "$pid"
+        echo "timed-out daemon exit status $?"
+        cat "$BUSPROF_RESULTS/$name.timeout-daemon.log"
+        wait_line '^TIMEOUT-LOOPS-DONE' "$log" 120
+        start_daemon "$name" "/run/busprof/$name.again.sock" \
+            "$BUSPROF_RESULTS/$name.again-daemon.log" || return
+        pid=$STARTED_PID
+        wait_line '^TIMEOUT: trap again' "$log" 240
+        # The guest probes COM2 until this trap is there (it may hold COM2
+        # for a moment, EEXIST), then powers off.
+        for i in $(seq 50); do
+            busprof trap "$name" --backend xen --mmio "$page" --ports "$PLAIN_PORTS" && break
+            sleep 0.2
+        done
+        bp_t "the edu device's first page and COM2 stay trapped for $name until its destruction"
+        wait "$pid"
+        echo "again daemon exit status $?"
+        cat "$BUSPROF_RESULTS/$name.again-daemon.log"
+    } >> "$out" 2>&1
+}
 stop_probe() {      # NAME
     local pidf=/run/busprof/$1.probe.pid
     [ -f "$pidf" ] || return 0
@@ -243,25 +317,35 @@ stop_probe() {      # NAME
     cat "$BUSPROF_RESULTS/$1.probe.log"
 }
 
+# start_daemon NAME SOCKET LOG [OPTION...]: busprof daemon for NAME in the
+# background, its output in LOG; its pid in STARTED_PID once it listens on
+# SOCKET (status 1 if it never does).
+start_daemon() {
+    local name=$1 sock=$2 dlog=$3
+    shift 3
+    busprof daemon "$name" --backend xen --bus port --db "$DB" --socket "$sock" "$@" \
+        > "$dlog" 2>&1 &
+    STARTED_PID=$!
+    for _ in $(seq 200); do
+        [ -S "$sock" ] && break
+        kill -0 $STARTED_PID 2>/dev/null || break
+        sleep 0.1
+    done
+    if [ ! -S "$sock" ]; then
+        bp_t "daemon for $name did not start:"; cat "$dlog"
+        return 1
+    fi
+    bp_t "daemon attached to $name (pid $STARTED_PID)"
+}
+
 attach_daemon() {   # NAME DOMID TYPE: runs while the guest is paused
     local name=$1 sock=/run/busprof/$1.sock
     bp_t "busprof policy $name"
     busprof policy "$name" --backend xen --allow "$POLICY" \
         > "$BUSPROF_RESULTS/$name.policy.log" 2>&1 || { cat "$BUSPROF_RESULTS/$name.policy.log"; return 1; }
     cat "$BUSPROF_RESULTS/$name.policy.log"
-    busprof daemon "$name" --backend xen --bus port --db "$DB" --socket "$sock" \
-        > "$BUSPROF_RESULTS/$name.daemon.log" 2>&1 &
-    DAEMON_PID=$!
-    for _ in $(seq 200); do
-        [ -S "$sock" ] && break
-        kill -0 $DAEMON_PID 2>/dev/null || break
-        sleep 0.1
-    done
-    if [ ! -S "$sock" ]; then
-        bp_t "daemon for $name did not start:"; cat "$BUSPROF_RESULTS/$name.daemon.log"
-        return 1
-    fi
-    bp_t "daemon attached to $name"
+    start_daemon "$name" "$sock" "$BUSPROF_RESULTS/$name.daemon.log" || return 1
+    DAEMON_PID=$STARTED_PID
     [ -n "${ATTACH_ONLY:-}" ] && return 0
     # The guest's first program never calls busprof: dom0 traps COM2 for it.
     if ! busprof trap "$name" --backend xen --ports "$PLAIN_PORTS" > "$BUSPROF_RESULTS/$name.trap.log" 2>&1; then
@@ -274,7 +358,12 @@ attach_daemon() {   # NAME DOMID TYPE: runs while the guest is paused
     PLAIN_PID=$!
 }
 stop_daemon() {     # NAME: before a retry, and after the guest is gone
-    [ -n "${PLAIN_PID:-}" ] && { kill "$PLAIN_PID" 2>/dev/null; wait "$PLAIN_PID" 2>/dev/null; PLAIN_PID=; }
+    # The phases end by themselves once the guest is gone (timeout_phase
+    # waits for its last daemon to see the domain's destruction).
+    if [ -n "${PLAIN_PID:-}" ]; then
+        for _ in $(seq 300); do kill -0 "$PLAIN_PID" 2>/dev/null || break; sleep 0.1; done
+        kill "$PLAIN_PID" 2>/dev/null; wait "$PLAIN_PID" 2>/dev/null; PLAIN_PID=
+    fi
     stop_probe "$1"
     [ -f "$BUSPROF_RESULTS/$1.trap.log" ] && cat "$BUSPROF_RESULTS/$1.trap.log"
     [ -n "${DAEMON_PID:-}" ] || return 0
@@ -320,6 +409,7 @@ for g in ${BUSPROF_GUESTS:-pvh hvm}; do
     extra=$(cfg_value extra "$cfg")
     DAEMON_PID= PLAIN_PID=
     edu=; [ -n "$EDU_BAR" ] && edu=" busprof.edu=$EDU_BAR"
+    [ -n "$EDU_BAR" ] && [ -n "$RO_PAGE" ] && edu+=" busprof.ropage=$RO_PAGE"
     run_guest "$cfg" "$IOPORTS" ${IOMEM:+"$IOMEM"} \
         "extra=\"$extra busprof.name=$name$edu $GUEST_RUN\"" || rc=1
     stop_daemon "$name" || { report FAIL "$name-daemon" "the daemon failed"; rc=1; }

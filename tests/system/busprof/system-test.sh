@@ -72,6 +72,8 @@ fi
 
 if [ "$BASELINE" = 1 ]; then
     unset BUSPROF_BIN_DIR BUSPROF_GUEST_PROGRAMS BUSPROF_DOM0_PROGRAMS
+    # the kernel modules, for the untrapped MMIO timing (dom0-baseline.sh)
+    [ "${BUSPROF_KMOD:-1}" = 1 ] && export BUSPROF_GUEST_KMODS=$ROOT/guest-lib/linux
     exec "$ROOT/tests/system/run.sh" --baseline --hook "$HERE/dom0-baseline.sh" --guests "$GUESTS"
 fi
 

@@ -145,6 +145,57 @@ cfg_value() {
     printf '%s\n' "$v" | sed -e 's/^"//' -e 's/"[[:space:]]*$//' -e "s/^'//" -e "s/'[[:space:]]*$//"
 }
 
+# find_edu: QEMU's edu device (stage-boot.sh) in dom0's PCI tree, its BAR0
+# in EDU_BAR and EDU_END (hex) and the xl option that gives every PVH and
+# HVM guest the BAR at the same guest-physical address in IOMEM; all three
+# empty without the device.
+find_edu() {
+    local dev start end
+    EDU_BAR= EDU_END= IOMEM=
+    for dev in /sys/bus/pci/devices/*; do
+        [ "$(cat "$dev/vendor" 2>/dev/null)" = 0x1234 ] &&
+            [ "$(cat "$dev/device" 2>/dev/null)" = 0x11e8 ] || continue
+        read -r start end _ < "$dev/resource"
+        EDU_BAR=$(printf '0x%x' "$start") EDU_END=$(printf '0x%x' "$end")
+        IOMEM="iomem=[\"$(printf '%x,%x' $((start >> 12)) $(((end - start + 1) >> 12)))\"]"
+        bp_t "edu device $(basename "$dev"): BAR0 $EDU_BAR-$EDU_END, guests get $IOMEM"
+        return 0
+    done
+}
+
+# find_ro_page: a page of the machine that Xen keeps read-only in every
+# domain (mmio_ro_ranges) and dom0 may hand on: the last page of the PCI
+# configuration space that Xen took from ACPI's MCFG table (bus 0xff,
+# device 31, function 7: no device there), which Xen maps read-only as it
+# does MSI-X tables; in RO_PAGE (hex), empty if there is none.  From Xen's
+# boot messages ("PCI: MCFG configuration 0: base B segment 0000 buses 00 -
+# ff"), else dom0 kernel's ("PCI: MMCONFIG for domain 0000 [bus 00-ff] at
+# [mem A-B]").
+find_ro_page() {
+    local base= end= last= found
+    RO_PAGE=
+    # (no process substitution: dom0's init has no /dev/fd)
+    found=$("$XL" dmesg 2>/dev/null | sed -n \
+        's/.*PCI: MCFG configuration 0: base \([0-9a-f]*\) segment 0000 buses [0-9a-f]* - \([0-9a-f]*\).*/\1 \2/p' |
+        head -n1)
+    read -r base last <<< "$found"
+    if [ -n "$base" ] && [ -n "$last" ]; then
+        end=$((0x$base + ((0x$last + 1) << 20) - 1))
+        base=$((0x$base))
+    else
+        found=$(dmesg 2>/dev/null | sed -n \
+            's/.*PCI: MMCONFIG for domain 0000 .* at \[mem \(0x[0-9a-f]*\)-\(0x[0-9a-f]*\)\].*/\1 \2/p' |
+            head -n1)
+        read -r base end <<< "$found"
+    fi
+    if [ -z "$end" ]; then
+        bp_t "no PCI configuration space in Xen's or dom0's messages: no read-only page for the guests"
+        return 0
+    fi
+    RO_PAGE=$(printf '0x%x' $((end & ~0xfff)))
+    bp_t "PCI configuration space $(printf '0x%x-0x%x' "$base" "$end"): read-only page $RO_PAGE"
+}
+
 # cfg_ioports CFG [override...]: the ioports ranges as "FIRST-LAST" hex words
 cfg_ioports() {
     cfg_value ioports "$@" | tr -d '[]"'"'" | tr ',' ' ' | tr -s ' ' '\n' | grep -v '^$' |

@@ -6,6 +6,10 @@
 #   busprof.run=NAME    program to run from /busprof/bin (default: porttest)
 #   busprof.args=A+B+C  its arguments, `+` separated (no spaces on the cmdline)
 #   busprof.name=NAME   the guest's name, only for the log lines
+#   busprof.mmiocost=BAR  after the program, if /busprof/kmod has the kernel
+#                       modules: busprof-kexample trap=0 times 200 reads of the
+#                       edu device at BAR and of the device model, with no
+#                       busprof call (the comparison run on a Xen without busprof)
 # Loads xen-privcmd (/dev/xen/privcmd for guest-lib's privcmd backend), runs the
 # program, prints BUSPROF-GUEST-EXIT rc=N and powers the domain off.
 export PATH=/busprof/bin:/bin:/sbin
@@ -13,10 +17,11 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mkdir -p /dev/pts /tmp
-RUN=porttest; ARGS=; NAME=domU
+RUN=porttest; ARGS=; NAME=domU; MMIOCOST=
 for w in $(cat /proc/cmdline); do
     case "$w" in
         busprof.run=*)  RUN=${w#busprof.run=} ;;
+        busprof.mmiocost=*) MMIOCOST=${w#busprof.mmiocost=} ;;
         busprof.args=*) ARGS=$(echo "${w#busprof.args=}" | tr '+' ' ') ;;
         busprof.name=*) NAME=${w#busprof.name=} ;;
     esac
@@ -32,6 +37,13 @@ if [ -x "/busprof/bin/$RUN" ]; then
 else
     echo "BUSPROF-GUEST: no program /busprof/bin/$RUN"
     rc=127
+fi
+# A measurement, not a check: its failure is said, the program's status stays.
+if [ -n "$MMIOCOST" ] && [ -f /busprof/kmod/busprof-kexample.ko ]; then
+    insmod /busprof/kmod/busprof.ko &&
+        insmod /busprof/kmod/busprof-kexample.ko iterations=0 edu="$MMIOCOST" timed=200 trap=0 ||
+        echo "BUSPROF-GUEST: the untrapped MMIO timing failed"
+    dmesg | sed -n 's/^\[[^]]*\] \(busprof\(-kexample\)\{0,1\}: .*\)/\1/p'
 fi
 echo "BUSPROF-GUEST-EXIT name=$NAME rc=$rc"
 sync
