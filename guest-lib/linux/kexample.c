@@ -18,11 +18,11 @@
  * must refuse (kex_refusals).
  *
  * With timed=N it also times N reads of the ID register trapped, N direct
- * after the stop, and (an HVM guest) N reads of memory qemu-xen's platform
- * device emulates, and prints their p50 and p99 (MMIO-COST).  With trap=0
- * as well it calls no busprof function at all: it times only the direct
- * and the device model's reads, the same way, for the comparison run on a
- * Xen without busprof (MMIO-COST with "trapped -").
+ * after the stop, N of the BAR's second page (never trapped) and (an HVM
+ * guest) N reads of memory qemu-xen's platform device emulates, and prints
+ * their p50 and p99 (MMIO-COST).  With trap=0 as well it calls no busprof
+ * function at all: it times only the untrapped reads, the same way, for
+ * the comparison run on a Xen without busprof (MMIO-COST with "trapped -").
  *
  * Parameters: base=0x2f8 (UART base port), iterations=100 (0: no port
  * phase, with edu only), edu=0 (none), timed=0, trap=1, ropage=0 (none).
@@ -209,6 +209,41 @@ static noinline void kex_time_reads(void __iomem *regs, unsigned int off,
 	p[1] = kex_pct(ns, timed, 99);
 }
 
+/* The untrapped reads of the cost line, p50 and p99 of each kind. */
+struct kex_cost {
+	u64 direct[2], other[2], dm[2];
+	int dm_found;
+};
+
+static int kex_time_device_model(u64 *ns, u64 *p);
+
+/*
+ * The reads after any trap: the ID register (its page mapped again after
+ * the trap, or never trapped), the BAR's second page, which nothing ever
+ * traps (the device answers all ones there), and memory the device model
+ * emulates.
+ */
+static void kex_time_direct(void __iomem *regs, u64 *ns, struct kex_cost *c)
+{
+	kex_time_reads(regs, EDU_ID, ns, c->direct, NULL);
+	kex_time_reads(regs, PAGE_SIZE, ns, c->other, NULL);
+	c->dm_found = kex_time_device_model(ns, c->dm);
+}
+
+/* trapped: p50 and p99 of the trapped reads, NULL if there were none. */
+static void kex_print_cost(const u64 *trapped, const struct kex_cost *c)
+{
+	char t[48] = "-", dm[48] = "-";
+
+	if (trapped)
+		scnprintf(t, sizeof(t), "%llu/%llu", trapped[0], trapped[1]);
+	if (c->dm_found)
+		scnprintf(dm, sizeof(dm), "%llu/%llu", c->dm[0], c->dm[1]);
+	pr_info("MMIO-COST %u reads each, ns p50/p99: trapped %s direct %llu/%llu other-page %llu/%llu device-model %s\n",
+		timed, t, c->direct[0], c->direct[1], c->other[0], c->other[1],
+		dm);
+}
+
 /*
  * The same reads of memory qemu-xen emulates (an HVM guest's platform
  * device, BAR1): what a driver pays without busprof for an access a device
@@ -389,12 +424,13 @@ static int kex_refusals(phys_addr_t first, char *said, size_t len)
  */
 static int kex_time_untrapped(void)
 {
-	u64 direct[2], dm[2], *ns;
+	struct kex_cost cost;
 	void __iomem *regs;
-	int dm_found, rc = 0;
+	int rc = 0;
+	u64 *ns;
 	u32 id;
 
-	regs = ioremap(edu, PAGE_SIZE);
+	regs = ioremap(edu, 2 * PAGE_SIZE);
 	ns = kvcalloc(timed, sizeof(*ns), GFP_KERNEL);
 	if (!regs || !ns) {
 		pr_err("FAIL no mapping or memory for the edu device at 0x%lx\n",
@@ -410,16 +446,10 @@ static int kex_time_untrapped(void)
 		rc = -EIO;
 		goto out;
 	}
-	kex_time_reads(regs, EDU_ID, ns, direct, NULL);
-	dm_found = kex_time_device_model(ns, dm);
+	kex_time_direct(regs, ns, &cost);
 	pr_info("OK %u untrapped reads of the edu device at 0x%lx timed, no busprof call\n",
 		timed, edu);
-	if (dm_found)
-		pr_info("MMIO-COST %u reads each, ns p50/p99: trapped - direct %llu/%llu device-model %llu/%llu\n",
-			timed, direct[0], direct[1], dm[0], dm[1]);
-	else
-		pr_info("MMIO-COST %u reads each, ns p50/p99: trapped - direct %llu/%llu device-model -\n",
-			timed, direct[0], direct[1]);
+	kex_print_cost(NULL, &cost);
 out:
 	kvfree(ns);
 	if (regs)
@@ -436,8 +466,8 @@ static int kex_run_mmio(u64 text_lo, u64 text_hi)
 	void __iomem *regs;
 	struct kex_result res;
 	size_t needed = 0, before = 0;
-	u64 trapped[2], direct[2], dm[2], *ns = NULL;
-	int dm_found = 0;
+	u64 trapped[2], *ns = NULL;
+	struct kex_cost cost;
 	char refused[64] = "";
 	const char *bad;
 	ssize_t n;
@@ -447,7 +477,8 @@ static int kex_run_mmio(u64 text_lo, u64 text_hi)
 		pr_err("FAIL timed=%u: at most %u\n", timed, KEX_TIMED_MAX);
 		return -EINVAL;
 	}
-	regs = ioremap(edu, PAGE_SIZE);
+	/* The first page is trapped, the second never is (kex_time_direct). */
+	regs = ioremap(edu, 2 * PAGE_SIZE);
 	log.a = kvcalloc(KEX_MMIO_MAX, sizeof(*log.a), GFP_KERNEL);
 	ns = kvcalloc(timed ? timed : 1, sizeof(*ns), GFP_KERNEL);
 	if (!regs || !log.a || !ns) {
@@ -493,10 +524,8 @@ static int kex_run_mmio(u64 text_lo, u64 text_hi)
 		rc = -EIO;
 		goto out;
 	}
-	if (timed) {
-		kex_time_reads(regs, EDU_ID, ns, direct, NULL);
-		dm_found = kex_time_device_model(ns, dm);
-	}
+	if (timed)
+		kex_time_direct(regs, ns, &cost);
 
 	recs = kvcalloc(before + log.n, sizeof(*recs), GFP_KERNEL);
 	n = recs ? bp_extract_mmio(first, last, recs, before + log.n, &needed) :
@@ -530,13 +559,8 @@ static int kex_run_mmio(u64 text_lo, u64 text_hi)
 	pr_info("OK %zd memory-mapped transactions extracted, %zu accesses made, 0x%llx-0x%llx, rip 0x%llx-0x%llx in module text, %zu clock-skewed, %zu earlier records of the page skipped, refused: %s\n",
 		n, log.n, (u64)first, (u64)last, res.rip_min, res.rip_max,
 		res.skewed, before, refused);
-	if (timed && dm_found)
-		pr_info("MMIO-COST %u reads each, ns p50/p99: trapped %llu/%llu direct %llu/%llu device-model %llu/%llu\n",
-			timed, trapped[0], trapped[1], direct[0], direct[1],
-			dm[0], dm[1]);
-	else if (timed)
-		pr_info("MMIO-COST %u reads each, ns p50/p99: trapped %llu/%llu direct %llu/%llu device-model -\n",
-			timed, trapped[0], trapped[1], direct[0], direct[1]);
+	if (timed)
+		kex_print_cost(trapped, &cost);
 out:
 	kvfree(ns);
 	kvfree(recs);

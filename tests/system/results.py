@@ -15,8 +15,9 @@ run-info.txt (--begin, --end) and from classify.py (result and causes); the
 measurement's from the guests' consoles, read by check_trace.py.
 PREFIX-mmio.csv has a row per MMIO-COST line of busprof-kexample (reads of
 the edu device's ID register timed in the guest's kernel: trapped, direct
-and served by qemu-xen's device model; "-" where not measured, as in a
-baseline run, which has no trap), and PREFIX.md a second table of them.
+(after the trap), of the BAR's second page (never trapped) and served by
+qemu-xen's device model; "-" where not measured, as in a baseline run,
+which has no trap), and PREFIX.md a second table of them.
 """
 import csv
 import datetime
@@ -38,7 +39,7 @@ LINE_COLUMNS = ("guest", "baseline", "port", "n", "plain_p50_ns", "plain_p99_ns"
                 "overhead_p50_ns", "overhead_p99_ns", "ratio_p50", "ratio_p99", "marked",
                 "ratio_p99_unmarked", "clock_p50_ns", "skewed", "dom0_clock", "status")
 COLUMNS = RUN_COLUMNS + LINE_COLUMNS
-COST_KINDS = ("trapped", "direct", "device-model")
+COST_KINDS = ("trapped", "direct", "other-page", "device-model")
 COST_COLUMNS = ("run", "commit", "variant", "result", "guest", "n") + tuple(
     f"{k.replace('-', '_')}_{q}_ns" for k in COST_KINDS for q in ("p50", "p99"))
 INFO = "run-info.txt"
@@ -191,8 +192,11 @@ def write_md_costs(path, costs):
     with open(path, "a") as f:
         f.write("\nReads of the edu device's ID register timed in the guest's kernel"
                 " (busprof-kexample), ns, p50/p99: under busprof's trap, direct (the page"
-                " mapped), and of memory qemu-xen's device model serves (HVM only).\n\n")
-        head = ("run", "commit", "result", "guest", "n", "trapped", "direct", "device model")
+                " mapped again after the trap, or never trapped), of the BAR's second page"
+                " (never trapped), and of memory qemu-xen's device model serves (HVM"
+                " only).\n\n")
+        head = ("run", "commit", "result", "guest", "n", "trapped", "direct", "other page",
+                "device model")
         f.write("| " + " | ".join(head) + " |\n|" + "---|" * len(head) + "\n")
         for r in costs:
             cells = [r["run"], r["commit"] or "-", r["result"], r["guest"], r["n"]]

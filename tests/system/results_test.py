@@ -81,10 +81,11 @@ def fake_run(d, rc, guests, lines, stall=False, clock="tsc tsc", costs=None):
 # busprof-kexample's cost lines: the patched run's (HVM with the device
 # model, PVH without) and a baseline's, which has no trap.
 COSTS = {"bp-hvm": ["200 reads each, ns p50/p99: trapped 860502/1769281 direct 2584/49579"
-                    " device-model 1176780/11246726"],
+                    " other-page 2500/40000 device-model 1176780/11246726"],
          "bp-pvh": ["200 reads each, ns p50/p99: trapped 651373/2818973 direct 2515/14266"
-                    " device-model -",
-                    "200 reads each, ns p50/p99: trapped - direct 2400/13000 device-model -"]}
+                    " other-page 2400/9000 device-model -",
+                    "200 reads each, ns p50/p99: trapped - direct 2400/13000 other-page"
+                    " 2300/12000 device-model -"]}
 
 
 class SoakResults(unittest.TestCase):
@@ -185,18 +186,20 @@ class SoakResults(unittest.TestCase):
     def test_each_mmio_cost_line_is_a_row_with_its_figures(self):
         got = [(r["run"], r["result"], r["guest"], r["n"], r["trapped_p50_ns"],
                 r["trapped_p99_ns"], r["direct_p50_ns"], r["direct_p99_ns"],
+                r["other_page_p50_ns"], r["other_page_p99_ns"],
                 r["device_model_p50_ns"], r["device_model_p99_ns"]) for r in self.costs]
         self.assertEqual(got, [
-            ("1", "PASS", "bp-hvm", "200", "860502", "1769281", "2584", "49579", "1176780",
-             "11246726"),
-            ("1", "PASS", "bp-pvh", "200", "651373", "2818973", "2515", "14266", "", ""),
-            ("1", "PASS", "bp-pvh", "200", "", "", "2400", "13000", "", "")])
+            ("1", "PASS", "bp-hvm", "200", "860502", "1769281", "2584", "49579", "2500",
+             "40000", "1176780", "11246726"),
+            ("1", "PASS", "bp-pvh", "200", "651373", "2818973", "2515", "14266", "2400", "9000",
+             "", ""),
+            ("1", "PASS", "bp-pvh", "200", "", "", "2400", "13000", "2300", "12000", "", "")])
         _, _, costs = self.md.partition("Reads of the edu device")
         body = [l for l in costs.splitlines() if re.match(r"^\| \d+ \|", l)]
         self.assertEqual(len(body), 3, costs)
-        self.assertIn("| bp-hvm | 200 | 860502/1769281 | 2584/49579 | 1176780/11246726 |",
-                      body[0])
-        self.assertIn("| bp-pvh | 200 | -/- | 2400/13000 | -/- |", body[2])
+        self.assertIn("| bp-hvm | 200 | 860502/1769281 | 2584/49579 | 2500/40000 |"
+                      " 1176780/11246726 |", body[0])
+        self.assertIn("| bp-pvh | 200 | -/- | 2400/13000 | 2300/12000 | -/- |", body[2])
 
 
 if __name__ == "__main__":

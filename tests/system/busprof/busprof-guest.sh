@@ -82,7 +82,8 @@ if [ -n "$edu" ]; then
     # the program's.  Only its memory-mapped phase (iterations=0); it stayed
     # loaded after its port phase, so it is unloaded first.  timed=200: it
     # then times 200 reads of the ID register trapped, 200 direct after the
-    # stop and (HVM) 200 of memory qemu-xen emulates (its MMIO-COST line).
+    # stop, 200 of the BAR's second page (never trapped) and (HVM) 200 of
+    # memory qemu-xen emulates (its MMIO-COST line).
     if [ -f /busprof/kmod/busprof-kexample.ko ] && grep -q '^busprof ' /proc/modules; then
         rmmod busprof_kexample 2>/dev/null
         k=$(dmesg | grep -c 'busprof-kexample: ')

@@ -57,7 +57,7 @@ KLINE = ("busprof-kexample: OK {n} memory-mapped transactions extracted, {n} acc
 REFUSED = "EEXIST EEXIST EPERM EPERM ENOENT EINVAL EXDEV"
 TIMED = 3  # the module's timed reads of the ID register: trapped (rows), then direct
 COST = (f"busprof-kexample: MMIO-COST {TIMED} reads each, ns p50/p99: trapped 900/990"
-        " direct 30/40 device-model 700/800\n")
+        " direct 30/40 other-page 35/45 device-model 700/800\n")
 
 
 def make_run(top, rows, seen, made=None, kline=None):
@@ -104,7 +104,8 @@ def main():
     k = kernel()
     kr = [a + ("ok", KRIP) for a in k]  # the module's rows
     after = [("in", 0x1000, 4, 0xFFFFFFFF), ("in", 0x00, 4, 0x010000ED)]
-    direct = [("in", 0x00, 4, 0x010000ED)] * TIMED  # the module's, after its trap
+    # the module's, after its trap: the ID register, then the second page
+    direct = [("in", 0x00, 4, 0x010000ED)] * TIMED + [("in", 0x1000, 4, 0xFFFFFFFF)] * TIMED
     k_seen = k + direct
     good = outcome(p + kr, p + after + k_seen)
     assert good == [], good
@@ -142,6 +143,7 @@ def main():
         "the module failed": (p + kr, p + after + k_seen, None,
                               "busprof-kexample: FAIL bp_start_trap_mmio: -1 (EPERM)\n"),
         "the module's direct reads not at the device": (p + kr, p + after + k),
+        "the second page's reads not at the device": (p + kr, p + after + k + direct[:TIMED]),
         "a liveness read not the inverse": (None, None),
     }
     bad_made = p[:2] + [("in", 0x04, 4, p[1][3])] + p[3:]

@@ -32,9 +32,11 @@ grep -qw 'busprof.secondemulator=1' /proc/cmdline && RUN_GUEST_HOOK=start_probe
 
 # QEMU's edu device, as the patched runs give it: each PVH and HVM guest
 # gets its BAR with iomem= and, if its initramfs has the kernel modules,
-# times reads of it the way busprof-kexample times them beside a trap
+# times reads of it the way busprof-kexample times them after a trap
 # (busprof.mmiocost=, domU-init.sh): the direct cost on a Xen without
-# busprof.
+# busprof.  QEMU logs its devices' accesses meanwhile, as it does while the
+# patched runs' module times its reads: each access to a device costs the
+# log's line in both.
 find_edu
 rc=0
 for g in ${BUSPROF_GUESTS:-pv pvh hvm}; do
@@ -45,10 +47,13 @@ for g in ${BUSPROF_GUESTS:-pv pvh hvm}; do
         # PV: Xen's PV I/O emulation, no mapping, no ioreq servers
         RUN_GUEST_HOOK= run_guest "$cfg" || rc=1
     else
-        edu=()
-        [ -n "$EDU_BAR" ] &&
+        edu=() traced=
+        if [ -n "$EDU_BAR" ]; then
             edu=("$IOMEM" "extra=\"$(cfg_value extra "$cfg") busprof.mmiocost=$EDU_BAR\"")
+            qemu_trace on "$name" && traced=1
+        fi
         run_guest "$cfg" "$IOPORTS" "${edu[@]}" || rc=1
+        [ -z "$traced" ] || qemu_trace off "$name" || bp_t "QEMU's log was not switched off"
         stop_probe
     fi
 done

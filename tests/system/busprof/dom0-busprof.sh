@@ -102,22 +102,6 @@ plain_phase() {
     timeout_phase "$name" "$log"
 }
 
-# qemu_trace on|off NAME: asks the rig to switch QEMU's log of its devices'
-# accesses on (into qemu-trace.NAME.log) or off, and waits until QEMU has
-# (tests/system/qemu-trace.py answers BPTRACE-ON or BPTRACE-OFF on the
-# console).  Status 1 if no answer came within 60 s.
-qemu_trace() {
-    local want line
-    want=BPTRACE-$(echo "$1" | tr a-z A-Z)
-    exec 7</dev/hvc0
-    echo "BUSPROF-QEMU-TRACE $1 $2" > /dev/hvc0
-    while read -r -t 60 -u 7 line; do
-        case $line in *"$want"*) exec 7<&-; return 0 ;; esac
-    done
-    exec 7<&-
-    return 1
-}
-
 # edu_phase NAME LOG: once the guest is ready, ends the session and starts
 # the next one (NAME.edu-session), has QEMU log its devices' accesses, then
 # allows the guest the edu device's BAR in the policy: the guest's driver

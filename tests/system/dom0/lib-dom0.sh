@@ -145,6 +145,22 @@ cfg_value() {
     printf '%s\n' "$v" | sed -e 's/^"//' -e 's/"[[:space:]]*$//' -e "s/^'//" -e "s/'[[:space:]]*$//"
 }
 
+# qemu_trace on|off NAME: asks the rig to switch QEMU's log of its devices'
+# accesses on (into qemu-trace.NAME.log) or off, and waits until QEMU has
+# (tests/system/qemu-trace.py answers BPTRACE-ON or BPTRACE-OFF on the
+# console).  Status 1 if no answer came within 60 s.
+qemu_trace() {
+    local want line
+    want=BPTRACE-$(echo "$1" | tr a-z A-Z)
+    exec 7</dev/hvc0
+    echo "BUSPROF-QEMU-TRACE $1 $2" > /dev/hvc0
+    while read -r -t 60 -u 7 line; do
+        case $line in *"$want"*) exec 7<&-; return 0 ;; esac
+    done
+    exec 7<&-
+    return 1
+}
+
 # find_edu: QEMU's edu device (stage-boot.sh) in dom0's PCI tree, its BAR0
 # in EDU_BAR and EDU_END (hex) and the xl option that gives every PVH and
 # HVM guest the BAR at the same guest-physical address in IOMEM; all three
