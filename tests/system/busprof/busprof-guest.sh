@@ -100,8 +100,8 @@ fi
 # porttest's two loops, which know nothing of busprof; once they have
 # started, dom0 sends the daemon SIGTERM (what systemctl stop sends).  Every
 # value they write must read back, before, across and after the stop: the
-# daemon's detach maps the page back.  A probe of this guest's own may hold COM2 for a
-# moment; dom0 tries its trap again then.
+# daemon's detach maps the page back.  A probe of this guest's own may hold
+# COM2 for a moment; dom0 tries its trap again then.
 echo "STOP-READY"
 n=0
 until busprof-trap-probe 0x2f8 0x2ff | grep -q EEXIST; do
@@ -131,8 +131,7 @@ fi
 # it (all ones, a write dropped), Xen drops every trap and the loops go on
 # to the devices directly.  check_timeout.py holds the loops' lines (those
 # after TIMEOUT-READY) to the trace: no wrong pair but the one that timed
-# out.
-# Then dom0 attaches one more daemon and the guest traps again.
+# out.  Then dom0 attaches one more daemon and the guest traps again.
 if [ -n "$edu" ]; then
     echo "TIMEOUT-READY"
     n=0

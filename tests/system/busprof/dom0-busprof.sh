@@ -18,7 +18,8 @@
 # with SIGTERM in the middle of porttest's accesses (stop_phase).  Before that
 # stop, the guest drives QEMU's edu device through its memory-mapped BAR under
 # a trap of its own (edu_phase), in a session of its own, while QEMU logs what
-# the device sees (tests/system/qemu-trace.py).
+# the device sees (tests/system/qemu-trace.py).  After it, new daemons show
+# the bounded wait (timeout_phase).
 . /busprof/lib-dom0.sh
 
 DB=$BUSPROF_RESULTS/trace.db
@@ -102,19 +103,21 @@ plain_phase() {
     timeout_phase "$name" "$log"
 }
 
+# The edu phase's MMIO policy: the BAR's first half (the second half,
+# which the guest has, is refused by the policy), the MiB after the BAR
+# (which the guest has not: refused by the iomem check) and the read-only
+# page.
+hexa() { printf '0x%x' $(($1)); }
+EDU_PAGE="$EDU_BAR-$(hexa "$EDU_BAR + 0xfff")"     # the first page, which the loops use
+EDU_POLICY="$EDU_BAR-$(hexa "$EDU_BAR + 0x7ffff"),$(hexa "$EDU_BAR + 0x100000")-$(hexa "$EDU_BAR + 0x1fffff")"
+[ -n "$RO_PAGE" ] && EDU_POLICY+=",$RO_PAGE-$(hexa "$RO_PAGE + 0xfff")"
+
 # edu_phase NAME LOG: once the guest is ready, ends the session and starts
 # the next one (NAME.edu-session), has QEMU log its devices' accesses, then
 # allows the guest the edu device's BAR in the policy: the guest's driver
 # waits for that before it touches the device.  QEMU's log is switched off
 # when the guest is done (EDU-DONE).  check_trace.py compares the session's
 # rows with what the driver printed and with QEMU's log.
-# The policy: the BAR's first half (the second half, which the guest has,
-# is refused by the policy), the MiB after the BAR (which the guest has
-# not: refused by the iomem check) and the read-only page.
-hexa() { printf '0x%x' $(($1)); }
-EDU_PAGE="$EDU_BAR-$(hexa "$EDU_BAR + 0xfff")"     # the first page, which the loops use
-EDU_POLICY="$EDU_BAR-$(hexa "$EDU_BAR + 0x7ffff"),$(hexa "$EDU_BAR + 0x100000")-$(hexa "$EDU_BAR + 0x1fffff")"
-[ -n "$RO_PAGE" ] && EDU_POLICY+=",$RO_PAGE-$(hexa "$RO_PAGE + 0xfff")"
 edu_phase() {
     local name=$1 log=$2 out=$BUSPROF_RESULTS/$1.edu.log
     [ -n "$EDU_BAR" ] || return 0
@@ -193,8 +196,9 @@ relative_phase() {
 # daemon SIGTERM, as systemctl stop does.  The daemon must serve and record
 # every access Xen routed to it before it lets its ioreq server go, and its
 # detach maps the page back; porttest's two loops must read back every
-# value they wrote, before, across and after the stop.  stop_daemon collects the
-# daemon's exit status (NAME.stop.log); check_trace.py checks the rest.
+# value they wrote, before, across and after the stop.  stop_daemon
+# collects the daemon's exit status (NAME.stop.log); check_trace.py checks
+# the rest.
 STOP_AFTER=3
 stop_phase() {
     local name=$1 log=$2 domid=$3 out=$BUSPROF_RESULTS/$1.stop.log i
@@ -241,8 +245,7 @@ stop_phase() {
 # daemon attaches (the next session), the guest traps COM2 again, and dom0
 # traps the page and COM2 once more and leaves them trapped: the domain's
 # destruction drops those traps (Xen detaches the daemon, which then exits
-# by itself).
-# check_timeout.py checks the rest.
+# by itself).  check_timeout.py checks the rest.
 TIMEOUT_MS=1000 TIMEOUT_AFTER=3 TIMEOUT_STOP=6
 timeout_phase() {
     local name=$1 log=$2 out=$BUSPROF_RESULTS/$1.timeout.log pid i page=$EDU_PAGE
