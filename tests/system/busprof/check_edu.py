@@ -57,15 +57,17 @@ KMOD_REFUSALS = "EEXIST EEXIST EPERM EPERM ENOENT EINVAL EXDEV"
 ACCESS_RE = re.compile(r"^ACCESS (in|out) 0x([0-9a-f]+) (\d+) 0x([0-9a-f]+)\s*$", re.M)
 
 
-def qemu_accesses(path):
-    """The edu device's accesses in QEMU's log: (dir, address, size, value).
-    QEMU logs the address in the machine (the region's base plus the offset)
-    and a read's value as the 64 bits it returned (all ones beyond the width
-    for an offset nothing decodes): the value is cut to the access's width."""
+def qemu_accesses(path, region=EDU_REGION, first=0, last=MASK64):
+    """A device's accesses in QEMU's log (the edu device's by default; a
+    region's name and an address range pick another): (dir, address, size,
+    value).  QEMU logs the address in the machine (the region's base plus
+    the offset, a port for an I/O region) and a read's value as the 64 bits
+    it returned (all ones beyond the width for an offset nothing decodes):
+    the value is cut to the access's width."""
     out = []
     for line in open(path, errors="replace"):
         m = TRACE_RE.search(line)
-        if m and m.group(5) == EDU_REGION:
+        if m and m.group(5) == region and first <= int(m.group(2), 16) <= last:
             size = int(m.group(4))
             out.append(("in" if m.group(1) == "read" else "out", int(m.group(2), 16), size,
                         int(m.group(3), 16) & ((1 << 8 * size) - 1)))

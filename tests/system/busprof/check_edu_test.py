@@ -5,7 +5,8 @@ output, kernel module's line, trace DB and QEMU log agree, and fails each
 doctored copy (a row or a QEMU line dropped, two swapped, a value changed, an
 access that reached the device while trapped without a row, the untrapped
 access recorded, the module's rows miscounted, missing at the device, before
-the program's, or failed, a refusal of Xen's missing)."""
+the program's, or failed, a refusal of Xen's missing).  Then check_trace.py's
+oracle of COM2 in porttest's session, the same way."""
 import os
 import sqlite3
 import sys
@@ -167,6 +168,52 @@ def main():
         assert problems == [], problems
     print(f"ok: the agreeing runs (with and without the module) pass,"
           f" {len(doctored)} doctored ones fail")
+    plain_oracle()
+
+
+def plain_oracle():
+    """check_trace.py's COM2 oracle of porttest's session: QEMU's log of the
+    port (COM1's lines and other devices' mixed in) against the rows."""
+    from check_trace import check_plain_oracle
+
+    def port_line(d, port, value):
+        ev = "read" if d == "in" else "write"
+        return (f"memory_region_ops_{ev} cpu 0 mr 0x55d0 addr 0x{port:x} value 0x{value:x}"
+                f" size 1 name 'serial'\n")
+
+    def outcome(rows, seen):
+        with tempfile.TemporaryDirectory() as top:
+            with open(os.path.join(top, f"qemu-trace.{NAME}-plain.log"), "w") as f:
+                for i, (d, port, value) in enumerate(seen):
+                    f.write(port_line("out", 0x3F8, 0x41 + i % 26))   # Xen's console on COM1
+                    f.write(port_line(d, port, value))
+                f.write(trace_line("in", 0, 4, 0x010000ED))          # another device
+            db = sqlite3.connect(":memory:")
+            db.execute("CREATE TABLE transactions (id INTEGER PRIMARY KEY, session_id INTEGER,"
+                       " dir TEXT, port INTEGER, size INTEGER, value INTEGER)")
+            for d, port, value in rows:
+                db.execute("INSERT INTO transactions (session_id, dir, port, size, value)"
+                           " VALUES (3, ?, ?, 1, ?)", (d, port, value))
+            db.execute("INSERT INTO transactions (session_id, dir, port, size, value)"
+                       " VALUES (4, 'in', 767, 1, 9)")                # another session's
+            return check_plain_oracle(db, top, NAME, 3)[0]
+
+    rows = [("in", 0x2FD, 0x60), ("in", 0x2FF, 0x00)]
+    for i in range(20):
+        v = (i * 37 + 0x5B) & 0xFF
+        rows += [("out", 0x2FF, v), ("in", 0x2FF, v)]
+    rows.append(("out", 0x2FF, 0x00))
+    assert outcome(rows, rows) == [], outcome(rows, rows)
+    doctored = {
+        "an access QEMU saw without a row": (rows, rows[:5] + [("in", 0x2FD, 0x60)] + rows[5:]),
+        "a row QEMU never saw": (rows, rows[:5] + rows[6:]),
+        "two swapped": (rows, rows[:5] + [rows[6], rows[5]] + rows[7:]),
+        "a value changed": (rows, rows[:5] + [rows[5][:2] + (0x13,)] + rows[6:]),
+        "another port": (rows, rows[:5] + [(rows[5][0], 0x2FE, rows[5][2])] + rows[6:]),
+    }
+    for what, (r, seen) in doctored.items():
+        assert outcome(r, seen), f"the COM2 oracle passed a doctored run: {what}"
+    print(f"ok: the COM2 oracle passes the agreeing session, {len(doctored)} doctored ones fail")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ Exit 0 only if, for every guest:
     guest RIP; the session's clock_skew_ns is the largest contradiction;
   - bp_extract returned as many records as the DB holds for the range;
   - porttest, which never calls busprof, ran first under the COM2 trap dom0 set
-    (busprof trap): its session ends with exactly its 2 + 2 * (8 + 100) + 1 accesses
+    (busprof trap): QEMU's own log of COM2 over that time holds exactly the
+    session's rows, in order (check_plain_oracle);
+    its session ends with exactly its 2 + 2 * (8 + 100) + 1 accesses
     (what the guest's firmware did to COM2 before it comes first, served and ok),
     each ok with a user-space RIP, every value written read back by the next
     access; its markers say dom0 trapped and untrapped COM2 (origin 'dom0', no vCPU)
@@ -51,7 +53,7 @@ import re
 import sqlite3
 import sys
 
-from check_edu import check_edu
+from check_edu import check_edu, first_difference, qemu_accesses
 from check_timeout import check_timeout
 
 PLAIN_PAIRS = 8 + 100                   # porttest 100: its fixed values, then 100
@@ -114,6 +116,11 @@ def check_guest(db, outdir, name, kmod):
     problems += plain_problems
     if plain_sid is not None:
         problems += [f"porttest's session: {p}" for p in check_stamps(db, plain_sid)]
+        oracle, seen = check_plain_oracle(db, outdir, name, plain_sid)
+        problems += [f"porttest's session: {p}" for p in oracle]
+        if seen is not None:
+            print(f"{name + '/plain':<16} session {plain_sid}: QEMU's COM2 saw {seen} accesses"
+                  " while dom0's trap was on, each a row")
     lines = [(name, domid) + figures(db, sid)] + \
         ([(name + "/plain", domid) + figures(db, plain_sid) + (firmware,)]
          if plain_sid is not None else [])
@@ -441,6 +448,24 @@ def check_plain(db, driver_sid, domid):
                for m in marks):
         problems.append("the driver's start_trap of COM2 is not marked as the guest's")
     return problems, sid, len(early)
+
+
+def check_plain_oracle(db, outdir, name, sid):
+    """QEMU's own log of COM2 while dom0's trap of it was on (from before
+    the guest ran to the end of porttest; dom0-busprof.sh logs it as
+    qemu-trace.NAME-plain.log): every access the device saw is a row of
+    porttest's session, and every row one the device saw, once, in order,
+    with the same port, width and value.  Returns (problems, accesses seen)."""
+    path = os.path.join(outdir, f"qemu-trace.{name}-plain.log")
+    if not os.path.exists(path):
+        return ["no QEMU log of COM2 for porttest's session"], None
+    seen = qemu_accesses(path, "serial", 0x2F8, 0x2FF)
+    rows = db.execute("SELECT dir, port, size, value FROM transactions WHERE session_id = ?"
+                      " ORDER BY id", (sid,)).fetchall()
+    if seen != rows:
+        return [f"QEMU's COM2 saw {len(seen)} accesses, porttest's session holds {len(rows)}"
+                f" rows: {first_difference(seen, rows)}"], len(seen)
+    return [], len(seen)
 
 
 def main():

@@ -5,7 +5,8 @@
 # attach `busprof daemon --backend xen --bus port`, trap COM2 for the guest
 # (`busprof trap`), run the guest, stop the daemon.
 # The guest first runs porttest, a program that knows nothing of busprof, under
-# dom0's trap.  Once its console says it is done, dom0 ends that session, starts
+# dom0's trap, while QEMU logs what COM2 sees (the log the trace must equal).
+# Once its console says it is done, dom0 ends that session, starts
 # the next (`busprof stop`, `busprof rearm`) and hands COM2 back (`busprof
 # untrap`); the guest waits for that, then runs the example driver, which traps
 # COM2 itself.  With busprof.kmod=1 on dom0's command line (system-test.sh
@@ -78,8 +79,9 @@ plain_phase() {
         grep -q '^SCRATCH-\(OK\|FAIL\)' "$log" 2>/dev/null && break
         sleep 0.5
     done
+    qemu_trace off "$name-plain" || bp_t "QEMU's log of COM2 was not switched off"
     {
-        bp_t "porttest of $name done (or 240 s passed): stop, rearm, untrap"
+        bp_t "porttest of $name done (or 240 s passed): QEMU's log off, stop, rearm, untrap"
         busprof stop --socket "$sock" && busprof rearm --socket "$sock" &&
             busprof untrap "$name" --backend xen --ports "$PLAIN_PORTS"
         echo "plain phase rc=$?"
@@ -334,7 +336,10 @@ attach_daemon() {   # NAME DOMID TYPE: runs while the guest is paused
     start_daemon "$name" "$sock" "$BUSPROF_RESULTS/$name.daemon.log" || return 1
     DAEMON_PID=$STARTED_PID
     [ -n "${ATTACH_ONLY:-}" ] && return 0
-    # The guest's first program never calls busprof: dom0 traps COM2 for it.
+    # The guest's first program never calls busprof: dom0 traps COM2 for it,
+    # while QEMU logs what its devices see (until porttest is done: every
+    # COM2 access in that log must be a row of the session, check_trace.py).
+    qemu_trace on "$name-plain" || bp_t "QEMU's log of COM2 was not switched on"
     if ! busprof trap "$name" --backend xen --ports "$PLAIN_PORTS" > "$BUSPROF_RESULTS/$name.trap.log" 2>&1; then
         cat "$BUSPROF_RESULTS/$name.trap.log"
         report FAIL "$name-trap" "busprof trap failed"
