@@ -37,6 +37,18 @@ new_session() {
     echo "new session for $1 after $n probes"
 }
 
+# dom0_holds_com2: waits until a trap of COM2 is refused with EEXIST (dom0
+# trapped it for this guest), 60 s at most; N is the number of probes, and
+# the status 1 if it never was.
+dom0_holds_com2() {
+    n=0
+    until busprof-trap-probe 0x2f8 0x2ff | grep -q EEXIST; do
+        n=$((n + 1))
+        [ $n -ge 300 ] && return 1
+        sleep 0.2
+    done
+}
+
 if [ -f /busprof/kmod/busprof.ko ]; then
     # dom0 ends the driver's session and starts the next one (busprof stop,
     # rearm) once the driver is done: the module's records get a session of
@@ -103,13 +115,7 @@ fi
 # daemon's detach maps the page back.  A probe of this guest's own may hold
 # COM2 for a moment; dom0 tries its trap again then.
 echo "STOP-READY"
-n=0
-until busprof-trap-probe 0x2f8 0x2ff | grep -q EEXIST; do
-    n=$((n + 1))
-    [ $n -ge 300 ] && break
-    sleep 0.2
-done
-if [ $n -ge 300 ]; then
+if ! dom0_holds_com2; then
     echo "STOP: COM2 not trapped by dom0 after $n probes"
     rc=1
 else
@@ -134,13 +140,7 @@ fi
 # out.  Then dom0 attaches one more daemon and the guest traps again.
 if [ -n "$edu" ]; then
     echo "TIMEOUT-READY"
-    n=0
-    until busprof-trap-probe 0x2f8 0x2ff | grep -q EEXIST; do
-        n=$((n + 1))
-        [ $n -ge 300 ] && break
-        sleep 0.2
-    done
-    if [ $n -ge 300 ]; then
+    if ! dom0_holds_com2; then
         echo "TIMEOUT: COM2 not trapped by dom0 after $n probes"
     else
         porttest -m "$edu" -t 16 &
@@ -158,12 +158,7 @@ if [ -n "$edu" ]; then
     echo "TIMEOUT: trap again after $n probes: $(cat /tmp/probe.txt)"
     # dom0 then traps the page and COM2 and leaves them trapped: the guest
     # powers off under its traps
-    n=0
-    until busprof-trap-probe 0x2f8 0x2ff | grep -q EEXIST; do
-        n=$((n + 1))
-        [ $n -ge 300 ] && break
-        sleep 0.2
-    done
+    dom0_holds_com2
     echo "TIMEOUT: powering off under dom0's traps after $n probes"
     echo "TIMEOUT-DONE"
 fi

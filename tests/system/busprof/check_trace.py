@@ -520,7 +520,8 @@ def main():
                   f"{ovh if ovh is not None else '-':>16} {skewed:>12} {skew:>11}")
             print(f"{edu[0]:<16} session {edu[1]}: {edu[2]} memory-mapped rows of the program,"
                   f" {edu[3]} of the kernel module; QEMU's edu device saw {edu[4]} accesses"
-                  f" (those, one untrapped, one after the stop, the module's timed direct reads)")
+                  f" (those, one untrapped, one after the stop, the module's timed direct reads"
+                  " of both pages)")
             if edu[5]:
                 print(f"{name + '/mmio':<16} the module's reads of a register, {edu[5]}")
         for p in problems:

@@ -52,6 +52,18 @@ static double now(void)
     return t.tv_sec + t.tv_nsec / 1e9;
 }
 
+/* After a pair of a timed loop: the longest pair so far, and whether the
+ * loop goes on.  *t is when the pair before ended. */
+static int go_on(double *t, double *longest, double t0, double seconds)
+{
+    double t1 = now();
+
+    if (t1 - *t > *longest)
+        *longest = t1 - *t;
+    *t = t1;
+    return t1 - t0 < seconds;
+}
+
 static int timed_loop(double seconds, unsigned base)
 {
     unsigned scr = base + 7;
@@ -67,17 +79,12 @@ static int timed_loop(double seconds, unsigned base)
     do {
         /* 0x00-0xfe in turn: 37 and 255 are coprime */
         unsigned char v = (unsigned char)((pairs * 37 + 0x5b) % 255), r;
-        double t1;
         outb(v, scr);
         r = inb(scr);
         if (r != v && wrong++ < 5)
             printf("SCRATCH-LOOP pair %ld: wrote 0x%02x read 0x%02x\n", pairs, v, r);
         pairs++;
-        t1 = now();
-        if (t1 - t > longest)
-            longest = t1 - t;
-        t = t1;
-    } while (t - t0 < seconds);
+    } while (go_on(&t, &longest, t0, seconds));
     if (wrong) {
         printf("SCRATCH-LOOP-FAIL %ld of %ld write/read pairs on port 0x%x read back another"
                " value, longest pair %.3f s\n", wrong, pairs, scr, longest);
@@ -175,17 +182,12 @@ static int mmio_loop(double seconds, unsigned long bar)
     do {
         /* never 0: its inverse, all ones, is what nobody's answer reads */
         uint32_t v = (uint32_t)(pairs * 2654435761u) | 1, r;
-        double t1;
         *live = v;
         r = *live;
         if (r != ~v && wrong++ < 5)
             printf("MMIO-LOOP pair %ld: wrote 0x%08x read 0x%08x\n", pairs, v, r);
         pairs++;
-        t1 = now();
-        if (t1 - t > longest)
-            longest = t1 - t;
-        t = t1;
-    } while (t - t0 < seconds);
+    } while (go_on(&t, &longest, t0, seconds));
     munmap(page, 4096);
     if (wrong) {
         printf("MMIO-LOOP-FAIL %ld of %ld write/read pairs at 0x%lx read back another value,"
