@@ -7,9 +7,10 @@
 #   busprof.args=A+B+C  its arguments, `+` separated (no spaces on the cmdline)
 #   busprof.name=NAME   the guest's name, only for the log lines
 #   busprof.mmiocost=BAR  after the program, if /busprof/kmod has the kernel
-#                       modules: busprof-kexample trap=0 times 200 reads of the
-#                       edu device at BAR and of the device model, with no
-#                       busprof call (the comparison run on a Xen without busprof)
+#                       modules: busprof-kexample trap=0 times 200 reads of each
+#                       of the edu device's two first pages at BAR and of the
+#                       device model, with no busprof call (the comparison run
+#                       on a Xen without busprof)
 # Loads xen-privcmd (/dev/xen/privcmd for guest-lib's privcmd backend), runs the
 # program, prints BUSPROF-GUEST-EXIT rc=N and powers the domain off.
 export PATH=/busprof/bin:/bin:/sbin
