@@ -63,7 +63,7 @@ module_param(ropage, ulong, 0444);
 MODULE_PARM_DESC(ropage, "edu phase: a page the domain has with iomem= that Xen keeps read-only, which it must refuse to trap with EXDEV (0: none)");
 static bool trap = true;
 module_param(trap, bool, 0444);
-MODULE_PARM_DESC(trap, "edu phase: 0 times direct and device model reads only, without busprof (needs timed)");
+MODULE_PARM_DESC(trap, "edu phase: 0 times the untrapped reads only, without busprof (needs timed)");
 
 /* QEMU's edu device (docs/specs/edu.rst): its registers in BAR0. */
 #define EDU_ID		0x00
@@ -376,9 +376,9 @@ out:
  * (-ENOENT); and what the module refuses before Xen, a span not of whole
  * pages (-EINVAL).  With ropage=ADDR, last, a page the domain has with
  * iomem= and dom0's policy allows, but which Xen keeps read-only (an MSI-X
- * table, PCI configuration space) and so never maps directly (-EXDEV).  A call that was not
- * refused is undone.  0, or -EBADMSG with the FAIL line printed; said gets
- * the errnos, in order.
+ * table, PCI configuration space) and so never maps directly (-EXDEV).  A
+ * call that was not refused is undone.  0, or -EBADMSG with the FAIL line
+ * printed; said gets the errnos, in order.
  */
 static int kex_refusals(phys_addr_t first, char *said, size_t len)
 {
@@ -419,8 +419,8 @@ static int kex_refusals(phys_addr_t first, char *said, size_t len)
 }
 
 /*
- * trap=0: the edu device's ID register read directly and memory the device
- * model emulates, timed as kex_run_mmio times them, with no trap before.
+ * trap=0: the reads kex_run_mmio times after its trap (the ID register, the
+ * BAR's second page, memory the device model emulates), with no trap before.
  */
 static int kex_time_untrapped(void)
 {
