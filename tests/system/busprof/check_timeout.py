@@ -29,6 +29,7 @@ dom0 for a daemon started with --timeout-ms; dom0 stops that daemon
 """
 import os
 import re
+from collections import namedtuple
 
 # The longest a pair may take: the loop whose access timed out waited the
 # timeout, and then may wait about as long again for its turn on the vCPU
@@ -40,20 +41,27 @@ TIMEOUT_MS = 1000    # dom0-busprof.sh's TIMEOUT_MS
 COM2_SCRATCH = 0x2FF
 LIVENESS = 0x04      # the edu device's liveness register, in its BAR
 LOOP_RE = re.compile(r"^(SCRATCH|MMIO)-LOOP-(?:OK|FAIL (\d+) of) (\d+) write/read pairs"
-                     r".*longest pair ([0-9.]+) s", re.M)
+                     r" (?:on port|at) 0x([0-9a-f]+).*longest pair ([0-9.]+) s", re.M)
 PAIR_RE = re.compile(r"^(SCRATCH|MMIO)-LOOP pair (\d+): wrote 0x([0-9a-f]+) read 0x([0-9a-f]+)",
                      re.M)
 U64 = (1 << 64) - 1
 
 
+# A porttest loop's result: pairs read back wrong, pairs made, the longest
+# pair (s), the port or address, and the wrong pairs it printed.
+Loop = namedtuple("Loop", "wrong pairs longest where bad")
+
+
 def loops(text):
-    """{kind: (wrong, pairs, longest s, [(wrote, read)])} of the loops in text."""
+    """{kind ('SCRATCH' or 'MMIO'): Loop} of porttest's timed loops in text
+    (the last of each kind)."""
     out = {}
     for m in LOOP_RE.finditer(text):
-        out[m.group(1)] = (int(m.group(2) or 0), int(m.group(3)), float(m.group(4)), [])
+        out[m.group(1)] = Loop(int(m.group(2) or 0), int(m.group(3)), float(m.group(5)),
+                               int(m.group(4), 16), [])
     for m in PAIR_RE.finditer(text):
         if m.group(1) in out:
-            out[m.group(1)][3].append((int(m.group(3), 16), int(m.group(4), 16)))
+            out[m.group(1)].bad.append((int(m.group(3), 16), int(m.group(4), 16)))
     return out
 
 
@@ -74,8 +82,8 @@ def check_timeout(db, outdir, name, after_sid):
     for kind in ("SCRATCH", "MMIO"):
         if kind not in seen:
             problems.append(f"no result line of the {kind.lower()} loop")
-        elif seen[kind][2] > 2 * TIMEOUT_MS / 1000 + SLACK_S:
-            problems.append(f"a pair of the {kind.lower()} loop took {seen[kind][2]} s,"
+        elif seen[kind].longest > 2 * TIMEOUT_MS / 1000 + SLACK_S:
+            problems.append(f"a pair of the {kind.lower()} loop took {seen[kind].longest} s,"
                             f" longer than twice the timeout ({TIMEOUT_MS} ms) and {SLACK_S} s")
     sids = [s for s, in db.execute("SELECT id FROM sessions WHERE domain_name = ? AND id > ?"
                                    " ORDER BY id", (name, after_sid))]
@@ -99,7 +107,7 @@ def check_timeout(db, outdir, name, after_sid):
         problems.append(f"{len(odd)} rows not ok or not of the loops' registers, e.g. {odd[0]}")
     for kind, rows in (("SCRATCH", ports), ("MMIO", mmio)):
         outs = sum(1 for r in rows if r[1] == "out")
-        pairs = seen.get(kind, (0, 0))[1]
+        pairs = seen[kind].pairs if kind in seen else 0
         if not outs or outs >= pairs:
             problems.append(f"session {sid} holds {outs} of the {kind.lower()} loop's {pairs}"
                             " writes: not some trapped and the rest direct after the timeout")
@@ -155,7 +163,7 @@ def guest_saw(row, seen):
     else:
         want = []                      # made late: the device has it
     for k in ("SCRATCH", "MMIO"):
-        wrong, _, _, pairs = seen.get(k, (0, 0, 0, []))
+        wrong, pairs = (seen[k].wrong, seen[k].bad) if k in seen else (0, [])
         expect = want if k == kind else []
         got = [("read", r) if d == "in" else ("wrote", w) for w, r in pairs]
         if wrong != len(expect) or got != expect:

@@ -54,7 +54,7 @@ import sqlite3
 import sys
 
 from check_edu import check_edu, first_difference, qemu_accesses
-from check_timeout import check_timeout
+from check_timeout import check_timeout, loops
 
 PLAIN_PAIRS = 8 + 100                   # porttest 100: its fixed values, then 100
 PLAIN_ACCESSES = 2 + 2 * PLAIN_PAIRS + 1  # LSR and scratch first, the restore last
@@ -223,11 +223,12 @@ def check_stop_mmio(db, sid, log):
     wrote, before, across and after the stop (the detach mapped the page
     back), and the session holds some of its pairs but not all, each ok,
     each read the inverse of the write before it."""
-    m = re.search(r"^MMIO-LOOP-(OK|FAIL \d+ of) (\d+) write/read pairs at 0x([0-9a-f]+)", log, re.M)
-    if not m:
+    loop = loops(log).get("MMIO")
+    if not loop:
         return ["no result line of porttest -m (the memory-mapped loop)"]
-    problems = [] if m.group(1) == "OK" else [f"porttest -m across the stop: {m.group(0)}"]
-    pairs, reg = int(m.group(2)), int(m.group(3), 16)
+    problems = [] if not loop.wrong else [f"porttest -m across the stop: {loop.wrong} of"
+                                          f" {loop.pairs} pairs read back wrong, {loop.bad}"]
+    pairs, reg = loop.pairs, loop.where
     rows = db.execute("SELECT dir, addr, value & 4294967295, status FROM mmio_transactions"
                       " WHERE session_id = ? ORDER BY id", (sid,)).fetchall()
     outs = sum(1 for r in rows if r[0] == "out")
