@@ -9,9 +9,10 @@
 # a daemon with SIGSTOP.
 export PATH=/busprof/bin:$PATH
 rc=0
-# porttest knows nothing of busprof (ioperm, outb/inb); dom0 trapped COM2 for
-# this guest before it started (busprof trap).
-porttest 100 0x2f8
+# porttest knows nothing of busprof (ioperm, outb/inb, and with -s string
+# I/O: REP OUTS/INS of each width); dom0 trapped COM2 for this guest before
+# it started (busprof trap).
+porttest -s 100 0x2f8
 # COM2 stays dom0's until dom0 untraps it, after it ended porttest's session;
 # until then a trap of it is refused with EEXIST.
 n=0

@@ -14,8 +14,11 @@ Exit 0 only if, for every guest:
   - bp_extract returned as many records as the DB holds for the range;
   - porttest, which never calls busprof, ran first under the COM2 trap dom0 set
     (busprof trap): QEMU's own log of COM2 over that time holds exactly the
-    session's rows, in order (check_plain_oracle);
-    its session ends with exactly its 2 + 2 * (8 + 100) + 1 accesses
+    session's rows, in order, a wider row as its bytes (check_plain_oracle);
+    its session ends with exactly its 2 + 2 * (8 + 100) + 66 + 1 accesses,
+    the 66 its string I/O (porttest -s; check_strings.py: one row per
+    element of each REP INS/OUTS, values and order as the guest printed
+    them, each buffer across a page boundary)
     (what the guest's firmware did to COM2 before it comes first, served and ok),
     each ok with a user-space RIP, every value written read back by the next
     access; its markers say dom0 trapped and untrapped COM2 (origin 'dom0', no vCPU)
@@ -54,10 +57,12 @@ import sqlite3
 import sys
 
 from check_edu import check_edu, first_difference, qemu_accesses
+from check_strings import STRING_ACCESSES, check_strings, pieces
 from check_timeout import check_timeout, loops
 
-PLAIN_PAIRS = 8 + 100                   # porttest 100: its fixed values, then 100
-PLAIN_ACCESSES = 2 + 2 * PLAIN_PAIRS + 1  # LSR and scratch first, the restore last
+PLAIN_PAIRS = 8 + 100                   # porttest -s 100: its fixed values, then 100
+# LSR and scratch first, then the pairs, the string I/O, the restore last
+PLAIN_ACCESSES = 2 + 2 * PLAIN_PAIRS + STRING_ACCESSES + 1
 KMOD_ITERATIONS = 100                   # busprof-guest.sh: insmod ... iterations=100
 KERNEL_HALF = 0xffff800000000000        # x86-64: the kernel's canonical addresses
 KMOD_RE = (r"busprof-kexample: OK (\d+) transactions extracted, (\d+) accesses made, "
@@ -116,11 +121,14 @@ def check_guest(db, outdir, name, kmod):
     problems += plain_problems
     if plain_sid is not None:
         problems += [f"porttest's session: {p}" for p in check_stamps(db, plain_sid)]
+        problems += [f"porttest's string I/O: {p}"
+                     for p in check_plain_strings(db, plain_sid, log)]
         oracle, seen = check_plain_oracle(db, outdir, name, plain_sid)
         problems += [f"porttest's session: {p}" for p in oracle]
         if seen is not None:
             print(f"{name + '/plain':<16} session {plain_sid}: QEMU's COM2 saw {seen} accesses"
-                  " while dom0's trap was on, each a row")
+                  " while dom0's trap was on, each a row (a wider row's bytes each one),"
+                  " string I/O included")
     lines = [(name, domid) + figures(db, sid)] + \
         ([(name + "/plain", domid) + figures(db, plain_sid) + (firmware,)]
          if plain_sid is not None else [])
@@ -424,8 +432,12 @@ def check_plain(db, driver_sid, domid):
     odd = [r for r in early if not 0x2f8 <= r[0] <= 0x2ff or r[3] != "ok"]
     if odd:
         problems.append(f"{len(odd)} accesses before porttest's not to COM2 or not ok: {odd[0]}")
+    # its string I/O comes between its pairs and its restore (check_strings)
+    strings = rows[-1 - STRING_ACCESSES:-1]
+    rows = rows[:-1 - STRING_ACCESSES] + rows[-1:]
     bad = [r for r in rows if r[0] not in (0x2fd, 0x2ff) or r[3] != "ok" or r[4] != 0
            or not 0 < r[5] < 0x800000000000]
+    bad += [r for r in strings if r[3] != "ok" or r[4] != 0 or not 0 < r[5] < 0x800000000000]
     first_plain = db.execute("SELECT id FROM transactions WHERE session_id = ? ORDER BY id"
                              " LIMIT 1 OFFSET ?", (sid, len(early))).fetchone()
     if first_plain:
@@ -451,6 +463,13 @@ def check_plain(db, driver_sid, domid):
     return problems, sid, len(early)
 
 
+def check_plain_strings(db, sid, log):
+    """porttest's string I/O, the rows before its restore (check_strings)."""
+    rows = db.execute("SELECT dir, port, size, value, rip FROM transactions"
+                      " WHERE session_id = ? ORDER BY id", (sid,)).fetchall()
+    return check_strings(rows[-1 - STRING_ACCESSES:-1], log)
+
+
 def check_plain_oracle(db, outdir, name, sid):
     """QEMU's own log of COM2 while dom0's trap of it was on (from before
     the guest ran to the end of porttest; dom0-busprof.sh logs it as
@@ -461,8 +480,8 @@ def check_plain_oracle(db, outdir, name, sid):
     if not os.path.exists(path):
         return ["no QEMU log of COM2 for porttest's session"], None
     seen = qemu_accesses(path, "serial", 0x2F8, 0x2FF)
-    rows = db.execute("SELECT dir, port, size, value FROM transactions WHERE session_id = ?"
-                      " ORDER BY id", (sid,)).fetchall()
+    rows = pieces(db.execute("SELECT dir, port, size, value FROM transactions"
+                             " WHERE session_id = ? ORDER BY id", (sid,)).fetchall())
     if seen != rows:
         return [f"QEMU's COM2 saw {len(seen)} accesses, porttest's session holds {len(rows)}"
                 f" rows: {first_difference(seen, rows)}"], len(seen)
