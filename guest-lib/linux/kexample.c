@@ -7,7 +7,8 @@
  * checks them against the accesses it made (count, ports, values, RIPs in
  * its own text).  It prints one line, "busprof-kexample: OK ..." or
  * "busprof-kexample: FAIL ...", and stays loaded only on success, so that
- * insmod's exit status is the result.
+ * insmod's exit status is the result.  After OK, a DIGEST line: the
+ * records' digests (kex_digests), for a check against the trace DB.
  *
  * With edu=ADDR (the guest-physical address of BAR0 of QEMU's edu device,
  * as pci_resource_start gives it) it then does the same on memory-mapped
@@ -293,6 +294,28 @@ static const char *kex_errname(int rc)
 	}
 }
 
+/*
+ * The records' digests (kex_digests), for a check against the trace DB:
+ * "DIGEST WHAT: N records, fnv1a-64 per 1024: 0x... ...", the first
+ * KEX_DIGESTS_MAX blocks (N says how many records they cover).
+ */
+#define KEX_DIGESTS_MAX 16
+static void kex_print_digests(const char *what, const struct bp_record *recs,
+			      size_t n)
+{
+	uint64_t d[KEX_DIGESTS_MAX];
+	char line[KEX_DIGESTS_MAX * 19 + 1];
+	size_t i, blocks = kex_digests(recs, n, d, KEX_DIGESTS_MAX), len = 0;
+
+	line[0] = 0;
+	for (i = 0; i < blocks; i++)
+		len += scnprintf(line + len, sizeof(line) - len, " 0x%016llx",
+				 (unsigned long long)d[i]);
+	pr_info("DIGEST %s: %zu records, fnv1a-64 per %d:%s\n", what,
+		min_t(size_t, n, KEX_DIGESTS_MAX * KEX_DIGEST_BLOCK),
+		KEX_DIGEST_BLOCK, line);
+}
+
 static int kex_run(void)
 {
 	unsigned int first = base, last = base + 7, mismatches;
@@ -360,6 +383,7 @@ static int kex_run(void)
 	pr_info("OK %zd transactions extracted, %zu accesses made, ports 0x%x-0x%x, rip 0x%llx-0x%llx in module text 0x%llx-0x%llx, %zu clock-skewed\n",
 		n, nwant, first, last, res.rip_min, res.rip_max, text_lo,
 		text_hi, res.skewed);
+	kex_print_digests("port", recs, n);
 out:
 	kvfree(recs);
 	kfree(want);

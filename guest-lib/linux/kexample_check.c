@@ -144,3 +144,37 @@ int kex_check_wide(const struct bp_record_wide *recs, size_t n,
 	}
 	return 0;
 }
+
+/* FNV-1a (64 bits) of one record, folded into h (kexample_check.h). */
+static uint64_t fold(uint64_t h, const struct bp_record *r)
+{
+	int who = !!(r->flags & BP_RECORD_WHO);
+	const uint64_t f[] = {
+		r->id, r->vcpu, r->dir, r->port, r->size, r->value, r->rip,
+		r->t_trap_ns, r->t_bus_begin_ns, r->t_bus_end_ns,
+		r->t_resume_ns, r->status, r->flags & ~BP_RECORD_WHO,
+		who ? r->task : 0, who ? r->pcpu : 0,
+	};
+	unsigned int i, b;
+
+	for (i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+		for (b = 0; b < 8; b++)
+			h = (h ^ ((f[i] >> (8 * b)) & 0xff)) * 0x100000001b3ULL;
+	return h;
+}
+
+size_t kex_digests(const struct bp_record *recs, size_t n, uint64_t *out,
+		   size_t max)
+{
+	size_t i, blocks = 0;
+	uint64_t h = 0;
+
+	for (i = 0; i < n && blocks < max; i++) {
+		if (i % KEX_DIGEST_BLOCK == 0)
+			h = 0xcbf29ce484222325ULL;
+		h = fold(h, &recs[i]);
+		if (i % KEX_DIGEST_BLOCK == KEX_DIGEST_BLOCK - 1 || i == n - 1)
+			out[blocks++] = h;
+	}
+	return blocks;
+}

@@ -50,6 +50,19 @@ int kex_check_records(const struct bp_record *recs, size_t n,
 		      struct kex_result *res);
 
 /*
+ * The digest of recs[0..n) that busprof-example-driver -d prints too:
+ * FNV-1a (64 bits) over each record's id, vcpu, dir, port, size, value,
+ * rip, four stamps, status, flags (but BP_RECORD_WHO), task and pcpu (0
+ * without BP_RECORD_WHO), each as 8 little-endian bytes, one digest per
+ * KEX_DIGEST_BLOCK records, at most max of them into out.  The trace DB's
+ * rows fold the same (tests/system/busprof/check_digest.py): equal digests
+ * say the extract equals the DB row for row.  Returns the digests written.
+ */
+#define KEX_DIGEST_BLOCK 1024
+size_t kex_digests(const struct bp_record *recs, size_t n, uint64_t *out,
+		   size_t max);
+
+/*
  * kex_check_records for bp_extract_mmio's records: the same rules, with
  * space MMIO, the guest-physical address, the access's size and the whole
  * 64-bit value in place of port, size 1 and the 32-bit value.

@@ -22,6 +22,11 @@ import sys
 import tempfile
 import time
 
+# the digest of extracted records, as the real-Xen rig checks it
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "system", "busprof"))
+from check_digest import check_digest  # noqa: E402
+
 DOMID = 1
 DOMAIN = "e2e-guest"
 # The simulated machine's edu BAR (1 MiB at 0xfebf0000, sim/machine.h) and a
@@ -200,22 +205,34 @@ def query(db, sql, *args):
 def pipeline_records_every_access(rig):
     rig.policy("0x3f8-0x3ff,0x70-0x71")
     rig.start_daemon()
-    r = rig.guest([rig.exe("guest-lib/busprof-example-driver"), "-c", "-n", "200", "-q"])
+    # 1200 and 1600 records: bp_extract pages past one page of 1024
+    r = rig.guest([rig.exe("guest-lib/busprof-example-driver"), "-c", "-n", "400", "-q", "-d"])
     assert r.returncode == 0, r.stdout + r.stderr
     rig.stop_daemon()
+    # What bp_extract returned equals the DB row for row (every field).
+    db = sqlite3.connect(rig.db)
+    for what, lo, hi, n in (("uart", 1016, 1023, 1200), ("cmos", 112, 113, 1600)):
+        assert check_digest(db, 1, lo, hi, r.stdout, what) == ([], n), \
+            (what, check_digest(db, 1, lo, hi, r.stdout, what))
+    # and a row changed afterwards gives another digest
+    db.execute("UPDATE transactions SET value = value + 1 WHERE id = (SELECT max(id)"
+               " FROM transactions WHERE port = 1023)")
+    assert check_digest(db, 1, 1016, 1023, r.stdout, "uart")[0], "a changed row kept its digest"
+    db.rollback()
+    db.close()
     # The driver's own view: what bp_extract returned per range.
     got = {m[0]: int(m[1]) for m in re.findall(r"EXTRACT (\w+) ports \S+: (\d+) records", r.stdout)}
     db_uart = query(rig.db, "SELECT count(*) FROM transactions WHERE port BETWEEN 1016 AND 1023")[0][0]
     db_cmos = query(rig.db, "SELECT count(*) FROM transactions WHERE port BETWEEN 112 AND 113")[0][0]
     assert got == {"uart": db_uart, "cmos": db_cmos}, (got, db_uart, db_cmos)
-    assert db_uart == 600 and db_cmos == 800, (db_uart, db_cmos)
+    assert db_uart == 1200 and db_cmos == 1600, (db_uart, db_cmos)
     # Who made each access came back with it: one task, the one the DB holds.
     who = {m[0]: (int(m[1]), int(m[2]), int(m[3], 16))
            for m in re.findall(r"WHO (\w+): (\d+) of \d+ records, (\d+) tasks?, task (0x[0-9a-f]+)",
                                r.stdout)}
     db_task = query(rig.db, "SELECT DISTINCT task FROM transactions")
     assert len(db_task) == 1 and db_task[0][0], db_task
-    assert who == {"uart": (600, 1, db_task[0][0]), "cmos": (800, 1, db_task[0][0])}, \
+    assert who == {"uart": (1200, 1, db_task[0][0]), "cmos": (1600, 1, db_task[0][0])}, \
         (who, db_task, r.stdout)
     # Which records were in flight while busprof stored its trace, as the DB says.
     stored = {m[0]: int(m[1]) for m in re.findall(r"STORAGE (\w+): (\d+) of \d+ records", r.stdout)}
@@ -246,7 +263,7 @@ def pipeline_records_every_access(rig):
     assert marks[-1] == ("stop", "signal"), marks
     assert query(rig.db, "PRAGMA integrity_check")[0][0] == "ok"
     state = query(rig.db, "SELECT state, recorded FROM sessions")[0]
-    assert state == ("stopped", 1400), state
+    assert state == ("stopped", 2800), state
 
 
 def policy_refuses_unallowed_ports(rig):

@@ -597,3 +597,66 @@ TEST(KexampleCheck, AWrongAddressSizeValueOrSpaceFails) {
     EXPECT_EQ(w.check(&res), -EBADMSG);
     EXPECT_STREQ(res.why, "another number of records than accesses made");
 }
+
+// The DIGEST line's digests: one per 1024 records, the last block short;
+// each field the trace DB holds changes its block's digest and no other,
+// the WHO flag alone (task and pcpu unset) changes none.
+TEST(KexampleCheck, DigestsCoverEveryFieldOneBlockPer1024) {
+    std::vector<bp_record> recs(2500);
+    for (size_t i = 0; i < recs.size(); i++) {
+        recs[i].id = 100 + i;
+        recs[i].port = 0x2ff;
+        recs[i].size = 1;
+        recs[i].value = i & 0xff;
+        recs[i].t_trap_ns = 1000 * i;
+        recs[i].flags = BP_RECORD_WHO;
+        recs[i].task = 0x1234000;
+        recs[i].pcpu = 1;
+    }
+    uint64_t base[4] = {};
+    ASSERT_EQ(kex_digests(recs.data(), recs.size(), base, 4), 3u);
+    EXPECT_NE(base[0], base[1]);
+    uint64_t two[2];
+    EXPECT_EQ(kex_digests(recs.data(), recs.size(), two, 2), 2u);   // at most max
+    EXPECT_EQ(kex_digests(recs.data(), 0, two, 2), 0u);
+    const std::pair<const char*, void (*)(bp_record&)> changes[] = {
+        {"id", [](bp_record& r) { r.id++; }},
+        {"vcpu", [](bp_record& r) { r.vcpu = 1; }},
+        {"dir", [](bp_record& r) { r.dir = BP_DIR_IN; }},
+        {"port", [](bp_record& r) { r.port = 0x2fe; }},
+        {"size", [](bp_record& r) { r.size = 2; }},
+        {"value", [](bp_record& r) { r.value ^= 1u << 31; }},
+        {"rip", [](bp_record& r) { r.rip = 0x401000; }},
+        {"t_trap_ns", [](bp_record& r) { r.t_trap_ns++; }},
+        {"t_bus_begin_ns", [](bp_record& r) { r.t_bus_begin_ns = 1; }},
+        {"t_bus_end_ns", [](bp_record& r) { r.t_bus_end_ns = 1; }},
+        {"t_resume_ns", [](bp_record& r) { r.t_resume_ns = 1ull << 63; }},
+        {"status", [](bp_record& r) { r.status = BP_STATUS_TIMEOUT; }},
+        {"clock-skewed flag", [](bp_record& r) { r.flags |= BP_RECORD_CLOCK_SKEWED; }},
+        {"task", [](bp_record& r) { r.task++; }},
+        {"pcpu", [](bp_record& r) { r.pcpu = 0; }},
+        {"no WHO flag", [](bp_record& r) { r.flags &= ~BP_RECORD_WHO; }},
+    };
+    for (const auto& [what, change] : changes) {
+        auto copy = recs;
+        change(copy[1500]);
+        uint64_t d[3];
+        ASSERT_EQ(kex_digests(copy.data(), copy.size(), d, 3), 3u);
+        EXPECT_EQ(d[0], base[0]) << what;
+        EXPECT_NE(d[1], base[1]) << what;
+        EXPECT_EQ(d[2], base[2]) << what;
+    }
+    auto anon = recs;
+    for (auto& r : anon) {
+        r.flags &= ~BP_RECORD_WHO;
+        r.task = 0;
+        r.pcpu = 0;
+    }
+    for (auto& r : recs)
+        r.task = r.pcpu = 0;
+    uint64_t d[3];
+    ASSERT_EQ(kex_digests(anon.data(), anon.size(), d, 3), 3u);
+    uint64_t with_who[3];
+    kex_digests(recs.data(), recs.size(), with_who, 3);
+    EXPECT_EQ(d[0], with_who[0]);   // WHO with task and pcpu 0 folds as no WHO
+}

@@ -11,7 +11,9 @@ Exit 0 only if, for every guest:
     (t_trap_ns, t_resume_ns) are set and ordered around the daemon's bus stamps, or
     flagged clock_skewed when they are not (never flagged when they are), and a
     guest RIP; the session's clock_skew_ns is the largest contradiction;
-  - bp_extract returned as many records as the DB holds for the range;
+  - bp_extract returned as many records as the DB holds for the range, the
+    driver's 5100 accesses (-n 1700), and equal to them row for row: the
+    driver's DIGEST line (-d) against the rows' (check_digest.py);
   - porttest, which never calls busprof, ran first under the COM2 trap dom0 set
     (busprof trap): QEMU's own log of COM2 over that time holds exactly the
     session's rows, in order, a wider row as its bytes (check_plain_oracle);
@@ -28,7 +30,8 @@ Exit 0 only if, for every guest:
     it back the same task with every record (its WHO line);
   - with --kmod: the example driver module (busprof-kexample.ko, after the
     example driver, in a session of its own) printed its OK line, and its
-    session holds exactly the transactions it extracted, each ok, on COM2's
+    session holds exactly the transactions it extracted (5100, iterations=1700,
+    equal row for row by its DIGEST line), each ok, on COM2's
     scratch and line status registers, with a RIP in the kernel's half of the
     address space and inside the module text it printed, every value it wrote
     read back by the next access.
@@ -56,6 +59,7 @@ import re
 import sqlite3
 import sys
 
+from check_digest import check_digest
 from check_edu import check_edu, first_difference, qemu_accesses
 from check_strings import STRING_ACCESSES, check_strings, pieces
 from check_timeout import check_timeout, loops
@@ -63,7 +67,11 @@ from check_timeout import check_timeout, loops
 PLAIN_PAIRS = 8 + 100                   # porttest -s 100: its fixed values, then 100
 # LSR and scratch first, then the pairs, the string I/O, the restore last
 PLAIN_ACCESSES = 2 + 2 * PLAIN_PAIRS + STRING_ACCESSES + 1
-KMOD_ITERATIONS = 100                   # busprof-guest.sh: insmod ... iterations=100
+DRIVER_ITERATIONS = 1700                # busprof-guest.sh: busprof-example-driver -n 1700
+KMOD_ITERATIONS = 1700                  # busprof-guest.sh: insmod ... iterations=1700
+# 3 accesses an iteration: 5100 records each, more than 4 of bp_extract's
+# pages of at most 1024 (XEN_BUSPROF_EXTRACT_MAX): extract pages on real Xen
+AT_SCALE = 5000
 KERNEL_HALF = 0xffff800000000000        # x86-64: the kernel's canonical addresses
 KMOD_RE = (r"busprof-kexample: OK (\d+) transactions extracted, (\d+) accesses made, "
            r"ports 0x2f8-0x2ff, rip 0x([0-9a-f]+)-0x([0-9a-f]+) in module text "
@@ -98,6 +106,11 @@ def check_guest(db, outdir, name, kmod):
     n = q("SELECT count(*) FROM transactions WHERE session_id = ? AND port BETWEEN 760 AND 767")[0]
     if extracted is not None and n != extracted:
         problems.append(f"bp_extract returned {extracted} records, the DB has {n}")
+    if n != 3 * DRIVER_ITERATIONS or n < AT_SCALE:
+        problems.append(f"the driver's session has {n} records, not its"
+                        f" {3 * DRIVER_ITERATIONS} accesses (at least {AT_SCALE})")
+    problems += [f"the driver's extract: {p}"
+                 for p in check_digest(db, sid, 0x2F8, 0x2FF, log, "uart")[0]]
     if n == 0:
         problems.append("no transactions recorded")
     problems += check_stamps(db, sid)
@@ -339,6 +352,8 @@ def check_kmod(db, sid, domid, log):
     rips = [r[6] & 0xffffffffffffffff for r in rows]
     if len(rows) != extracted:
         problems.append(f"the module extracted {extracted} records, the DB has {len(rows)}")
+    problems += [f"the module's extract: {p}"
+                 for p in check_digest(db, sid, 0x2F8, 0x2FF, log, "port")[0]]
     bad = [r for r, rip in zip(rows, rips)
            if r[0] not in (0x2fd, 0x2ff) or r[3] != "ok" or r[4] != domid or r[5] != 0
            or not KERNEL_HALF <= rip or not text_lo <= rip < text_hi]
