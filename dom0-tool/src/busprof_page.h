@@ -38,6 +38,8 @@ class BusprofPage {
     uint32_t tsc_khz() const { return p_->tsc_khz; }
     // The stamps are dom0's CLOCK_MONOTONIC in ns.
     bool stamps_dom0_clock() const { return p_->flags & XEN_BUSPROF_PAGE_CLOCK_MONOTONIC; }
+    // The stamps are the host's TSC, which dom0 reads too.
+    bool stamps_tsc() const { return p_->flags & XEN_BUSPROF_PAGE_CLOCK_TSC; }
 
     // ---- The profiler's side.
 

@@ -58,7 +58,7 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
     for (unsigned v = 0; v < chan_->nr_vcpus; v++)
         last_stamp_seq_[v] = page_.routed(v);
     seen_lost_ = page_.ctrl_lost();
-    if (!page_.stamps_dom0_clock())
+    if (!page_.stamps_dom0_clock() && !use_tsc_clock())
         calibrate_clock();
     answer_extracts();
 
@@ -144,9 +144,10 @@ int64_t Daemon::session_id(int wait_ms) {
 }
 
 // Where the stamp clock's 0 lies on CLOCK_MONOTONIC: bracket a query that
-// reads it and keep the tightest of a few tries.  Xen stamps its system
-// time, which dom0's CLOCK_MONOTONIC follows at the same rate, so one
-// offset holds for the whole session.
+// reads it and keep the tightest of a few tries.  For Xen's system time
+// (a Xen whose TSC is not reliable), which dom0's CLOCK_MONOTONIC follows
+// at the same rate as far as Xen's calibration holds: one offset for the
+// whole session.
 void Daemon::calibrate_clock() {
     uint64_t best = UINT64_MAX;
     for (int i = 0; i < 16; i++) {
@@ -164,6 +165,46 @@ void Daemon::calibrate_clock() {
     clock_error_ns_ = static_cast<int64_t>(best / 2);
     log(LogLevel::info, "Xen clock offset %lld ns, +/- %llu ns",
         static_cast<long long>(tsc_offset_), static_cast<unsigned long long>(best / 2));
+}
+
+// Xen stamps the TSC (XEN_BUSPROF_PAGE_CLOCK_TSC): relate it to dom0's
+// clock read for read (TscClock), once this process's reads of the TSC
+// are seen to agree with Xen's: a query's stamp must fall between two
+// reads around it.  If they disagree (a dom0 whose TSC reads are offset
+// or scaled), one offset as for system time, at Xen's estimate of the
+// rate: false.
+bool Daemon::use_tsc_clock() {
+    if (!page_.stamps_tsc())
+        return false;
+    int64_t best = INT64_MAX, off = 0;
+    for (int i = 0; i < 16; i++) {
+        uint64_t a = read_tsc();
+        auto q = query(*hv_, dom_.domid);
+        uint64_t b = read_tsc();
+        if (!q)
+            throw SystemError("reading Xen's clock (XEN_BUSPROF_query)", q.error().value());
+        if (b >= a && static_cast<int64_t>(b - a) < best) {
+            best = static_cast<int64_t>(b - a);
+            off = static_cast<int64_t>(q->now - (a + (b - a) / 2));
+        }
+    }
+    // Xen's CPUs keep their counters in step: within the bracket, or
+    // within what two CPUs' counters may differ by (a microsecond).
+    int64_t slack = best / 2 + static_cast<int64_t>(page_.tsc_khz() / 1000);
+    if (best == INT64_MAX || off > slack || off < -slack) {
+        log(LogLevel::warning,
+            "Xen stamps the TSC, but this process reads it %lld ticks away from Xen's (+/- %lld):"
+            " stamps related by one offset at %u kHz",
+            static_cast<long long>(off), static_cast<long long>(best / 2), page_.tsc_khz());
+        return false;
+    }
+    tsc_clock_.emplace(page_.tsc_khz());
+    auto p = tsc_clock_->pair();
+    clock_error_ns_ = static_cast<int64_t>(static_cast<double>(p.half) * tsc_clock_->ns_per_tick(p)) + 1;
+    log(LogLevel::info, "Xen stamps the TSC (%u kHz by Xen's estimate), read by this process"
+        " %lld ticks from Xen's (+/- %lld)", page_.tsc_khz(), static_cast<long long>(off),
+        static_cast<long long>(best / 2));
+    return true;
 }
 
 void Daemon::stop(const char* cause) {
@@ -184,6 +225,8 @@ uint64_t Daemon::stamp_ns(uint64_t tsc) const {
 uint64_t Daemon::to_ns(uint64_t tsc) const {
     if (page_.stamps_dom0_clock())
         return tsc;
+    if (tsc_clock_)
+        return tsc_clock_->to_ns(tsc);
     return static_cast<uint64_t>(static_cast<int64_t>(stamp_ns(tsc)) + tsc_offset_);
 }
 

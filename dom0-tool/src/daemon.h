@@ -19,6 +19,7 @@
 #include "fd.h"
 #include "hv.h"
 #include "session.h"
+#include "tsc_clock.h"
 #include "writer.h"
 
 #include <atomic>
@@ -160,6 +161,7 @@ class Daemon {
     uint64_t stamp_ns(uint64_t tsc) const;
     uint64_t to_ns(uint64_t tsc) const;
     void calibrate_clock();
+    bool use_tsc_clock();
 
     DaemonConfig cfg_;
     std::unique_ptr<Hypervisor> hv_;
@@ -184,6 +186,7 @@ class Daemon {
     uint64_t served_ns_ = 0; // the last access's time this turn of the loop; 0: none
     int64_t tsc_offset_ = 0;
     int64_t clock_error_ns_ = 0; // +/- of tsc_offset_ (0: Xen stamps our clock)
+    std::optional<TscClock> tsc_clock_; // Xen stamps the TSC, which dom0 reads too
     uint32_t seen_lost_ = 0;
     bool queue_full_reported_ = false;
     bool detached_ = false, gone_ = false;

@@ -575,6 +575,13 @@ struct xen_busprof_ctrl_span {
 
 /* tsc values are CLOCK_MONOTONIC nanoseconds of dom0 already. */
 #define XEN_BUSPROF_PAGE_CLOCK_MONOTONIC  (1u << 0)
+/*
+ * tsc values are the host's time-stamp counter, the same on every CPU, and
+ * tsc_khz is Xen's estimate of its rate: the profiler, whose own reads of
+ * the counter give the same values, relates it to its clock itself.
+ * Without either flag tsc values are Xen's system time (tsc_khz 1000000).
+ */
+#define XEN_BUSPROF_PAGE_CLOCK_TSC        (1u << 1)
 
 struct xen_busprof_page {
     uint32_t version;                /* XEN_BUSPROF_INTERFACE_VERSION */
