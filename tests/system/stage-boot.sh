@@ -48,7 +48,11 @@ DOM0_ARGS="console=hvc0 earlyprintk=xen busprof.guests=$(echo $GUESTS | tr ' ' '
 [ -n "${BUSPROF_GUEST_TIMEOUT:-}" ] && DOM0_ARGS+=" busprof.timeout=$BUSPROF_GUEST_TIMEOUT"
 [ -n "${BUSPROF_DOM0_ARGS:-}" ] && DOM0_ARGS+=" $BUSPROF_DOM0_ARGS"
 case "$DOM0_ARGS" in *,*) die "dom0 arguments must not contain commas (QEMU splits -initrd on them)";; esac
-XEN_ARGS="console=com1 com1=115200 dom0_mem=512M dom0_max_vcpus=${BUSPROF_DOM0_VCPUS:-1} loglvl=all guest_loglvl=all console_timestamps=boot smap=0 bootscrub=0 ${BUSPROF_XEN_ARGS:-}"
+# busprof-tsc: QEMU's TCG gives every vCPU the host's counter but cannot
+# advertise an invariant TSC, so Xen would stamp its system time, whose
+# corrections step it by milliseconds against dom0's clock (README.md,
+# "Clock skew").  An unpatched Xen ignores the option.
+XEN_ARGS="console=com1 com1=115200 dom0_mem=512M dom0_max_vcpus=${BUSPROF_DOM0_VCPUS:-1} loglvl=all guest_loglvl=all console_timestamps=boot smap=0 bootscrub=0 ${BUSPROF_XEN_TSC-busprof-tsc} ${BUSPROF_XEN_ARGS:-}"
 
 cd "$OUT_DIR"     # relative paths: no commas from the checkout's path reach QEMU's options
 rm -f serial.log results.img qemu-registers.txt com1.sock monitor.sock qemu-trace.*
