@@ -9,18 +9,25 @@
  * hypervisor and inside real Xen guests.
  *
  * usage: busprof-example-driver [-u UART_BASE] [-n ITERATIONS] [-c] [-q] [-d]
+ *                               [-t 1|2]
  *   -u  UART base port (default 0x3f8); the scratch register is base + 7
  *   -n  iterations of each loop (default 300)
  *   -c  also exercise CMOS NVRAM at 0x70/0x71 (bytes 0x40..0x7f)
  *   -q  print only the summary
  *   -d  print a digest of the extracted records per 1024 (DIGEST lines)
+ *   -t  2: two threads at once, on vCPUs 0 and 1, each on a UART register
+ *       of its own (the scratch register, and DLL with DLAB set); the
+ *       records then say which vCPU made each access (VCPU lines)
  * Exit status 0 only if every value read back equals the value written and
  * bp_extract returned exactly the accesses made, each (on a hypervisor of
  * interface 1.2) naming this process as the one that made it.
  */
+#define _GNU_SOURCE             /* sched_setaffinity */
 #include <busprof/busprof.h>
 
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +35,9 @@
 #include <sys/io.h>
 #include <unistd.h>
 
+#define UART_DLL 0               /* with UART_LCR_DLAB set */
+#define UART_LCR 3
+#define UART_LCR_DLAB 0x80
 #define UART_LSR 5
 #define UART_SCR 7
 #define CMOS_INDEX 0x70
@@ -83,7 +93,7 @@ static void print_digests(const char *what, const struct bp_record *recs,
 
 static int extract_check(bp_handle *h, const char *what, unsigned int first,
                          unsigned int last, unsigned long expected, int quiet,
-                         int digest)
+                         int digest, unsigned long max_tasks)
 {
     size_t needed = 0;
     struct bp_record probe;
@@ -91,7 +101,9 @@ static int extract_check(bp_handle *h, const char *what, unsigned int first,
     ssize_t n;
     unsigned long i, bad = 0, skewed = 0, who = 0, tasks = 0, stored = 0;
     uint64_t task = 0;
-    unsigned int pcpu_min = ~0u, pcpu_max = 0;
+    unsigned int pcpu_min = ~0u, pcpu_max = 0, v;
+    unsigned long per_vcpu[8] = { 0 };
+    uint64_t seen[4];
 
     /* Ask with a one-record buffer first: the library says how many. */
     n = bp_extract(h, first, last, &probe, 1, &needed);
@@ -140,12 +152,22 @@ static int extract_check(bp_handle *h, const char *what, unsigned int first,
          */
         if ( r->flags & BP_RECORD_STORAGE_OVERLAP )
             stored++;
+        per_vcpu[r->vcpu < 8 ? r->vcpu : 7]++;
         /* Who made it: this process, on whichever CPU the vCPU ran. */
         if ( r->flags & BP_RECORD_WHO )
         {
-            if ( !who++ || r->task != task )
+            unsigned int k;
+
+            for ( k = 0; k < tasks && k < 4 && seen[k] != r->task; k++ )
+                ;
+            if ( k == tasks )       /* a task not seen before */
+            {
+                if ( tasks < 4 )
+                    seen[tasks] = r->task;
                 tasks++;
-            task = r->task;
+            }
+            if ( !who++ )
+                task = r->task;
             pcpu_min = r->pcpu < pcpu_min ? r->pcpu : pcpu_min;
             pcpu_max = r->pcpu > pcpu_max ? r->pcpu : pcpu_max;
         }
@@ -163,7 +185,8 @@ static int extract_check(bp_handle *h, const char *what, unsigned int first,
            bad, skewed);
     /*
      * A hypervisor of interface 1.2 says who made every access: one task
-     * (one process, one thread here) from the first record to the last.
+     * (this process) from the first record to the last, or on the
+     * simulator, whose tasks are threads, one per thread that made them.
      */
     if ( who )
         printf("WHO %s: %lu of %zd records, %lu task%s, task 0x%llx, "
@@ -175,24 +198,128 @@ static int extract_check(bp_handle *h, const char *what, unsigned int first,
                bp_interface_version(h) & 0xffff);
     printf("STORAGE %s: %lu of %zd records in flight while busprof stored "
            "its trace\n", what, stored, n);
+    printf("VCPU %s:", what);
+    for ( v = 0; v < 8; v++ )
+        if ( per_vcpu[v] )
+            printf(" vcpu %u%s %lu", v, v == 7 ? "+" : "", per_vcpu[v]);
+    printf(" records\n");
     if ( digest )
         print_digests(what, recs, (size_t)n);
     if ( bp_interface_version(h) >= 0x00010002 &&
-         (who != (unsigned long)n || tasks > 1) )
+         (who != (unsigned long)n || tasks > max_tasks) )
         bad++;
     free(recs);
 
     return (unsigned long)n == expected && !bad ? 0 : -1;
 }
 
+/*
+ * One thread's part of the UART loop: write each value to a register that
+ * holds it, read it back, read the line status register.  cpu >= 0: the
+ * thread first binds itself to that CPU (the guest's vCPU of that number).
+ */
+struct drive {
+    unsigned long uart;
+    unsigned int reg;            /* UART_SCR, or UART_DLL with DLAB set */
+    unsigned long iterations;
+    int cpu;
+    unsigned long mismatches, accesses;
+    int err;                     /* errno of a failed binding */
+};
+
+static void *drive_uart(void *arg)
+{
+    struct drive *d = arg;
+    unsigned long i;
+
+    if ( d->cpu >= 0 )
+    {
+        cpu_set_t set;
+
+        CPU_ZERO(&set);
+        CPU_SET(d->cpu, &set);
+        if ( sched_setaffinity(0, sizeof(set), &set) )
+        {
+            d->err = errno;
+            return NULL;
+        }
+    }
+    for ( i = 0; i < d->iterations; i++ )
+    {
+        unsigned char v = (unsigned char)(i * 37 + 11 + d->reg);
+
+        outb(v, d->uart + d->reg);
+        if ( inb(d->uart + d->reg) != v )
+            d->mismatches++;
+        (void)inb(d->uart + UART_LSR);
+        d->accesses += 3;
+    }
+    return NULL;
+}
+
+/*
+ * -t 2: two threads on vCPUs 0 and 1 at once, each on a register of its
+ * own: the scratch register, and the divisor latch's low byte (DLL), which
+ * holds what is written while LCR's DLAB bit is set.  This thread (bound
+ * to vCPU 0 first) sets DLAB and saves DLL before, and puts both back
+ * after: 5 accesses of its own.
+ */
+static int drive_threads(unsigned long uart, unsigned long iterations,
+                         unsigned long *mismatches, unsigned long *accesses)
+{
+    struct drive d[2] = {
+        { uart, UART_SCR, iterations, 0, 0, 0, 0 },
+        { uart, UART_DLL, iterations, 1, 0, 0, 0 },
+    };
+    pthread_t t[2];
+    unsigned char lcr, dll;
+    cpu_set_t set;
+    int i, err = 0;
+
+    CPU_ZERO(&set);
+    CPU_SET(0, &set);
+    if ( sched_setaffinity(0, sizeof(set), &set) )
+    {
+        fprintf(stderr, "binding to vCPU 0: %s\n", strerror(errno));
+        return -1;
+    }
+    lcr = inb(uart + UART_LCR);
+    outb(lcr | UART_LCR_DLAB, uart + UART_LCR);
+    dll = inb(uart + UART_DLL);
+    for ( i = 0; i < 2; i++ )
+        if ( (err = pthread_create(&t[i], NULL, drive_uart, &d[i])) )
+            break;
+    while ( i-- > 0 )
+        pthread_join(t[i], NULL);
+    outb(dll, uart + UART_DLL);
+    outb(lcr, uart + UART_LCR);
+    *accesses += 5;
+    for ( i = 0; i < 2; i++ )
+    {
+        if ( d[i].err && !err )
+            err = d[i].err;
+        *mismatches += d[i].mismatches;
+        *accesses += d[i].accesses;
+    }
+    if ( err )
+    {
+        fprintf(stderr, "a thread on each of vCPUs 0 and 1: %s\n", strerror(err));
+        return -1;
+    }
+    printf("THREADS uart: vCPU 0 port 0x%lx, vCPU 1 port 0x%lx, %lu iterations each\n",
+           uart + UART_SCR, uart + UART_DLL, iterations);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     unsigned long uart = 0x3f8, iterations = 300, i;
+    int threads = 1;
     unsigned long uart_accesses = 0, cmos_accesses = 0, mismatches = 0;
     int cmos = 0, quiet = 0, digest = 0, opt, rc = 0;
     bp_handle *h;
 
-    while ( (opt = getopt(argc, argv, "u:n:cqd")) != -1 )
+    while ( (opt = getopt(argc, argv, "u:n:cqdt:")) != -1 )
     {
         switch ( opt )
         {
@@ -201,11 +328,18 @@ int main(int argc, char **argv)
         case 'c': cmos = 1; break;
         case 'q': quiet = 1; break;
         case 'd': digest = 1; break;
+        case 't': threads = atoi(optarg); break;
         default:
-            fprintf(stderr, "usage: %s [-u UART_BASE] [-n N] [-c] [-q] [-d]\n",
+            fprintf(stderr, "usage: %s [-u UART_BASE] [-n N] [-c] [-q] [-d] "
+                    "[-t 1|2]\n",
                     argv[0]);
             return 2;
         }
+    }
+    if ( threads < 1 || threads > 2 )
+    {
+        fprintf(stderr, "-t %d: 1 or 2 threads\n", threads);
+        return 2;
     }
     if ( uart > 0xfff8 )
     {
@@ -242,15 +376,22 @@ int main(int argc, char **argv)
     }
 
     /* ---- the code under test: plain port instructions ---- */
-    for ( i = 0; i < iterations; i++ )
+    if ( threads > 1 )
     {
-        unsigned char v = (unsigned char)(i * 37 + 11);
+        if ( drive_threads(uart, iterations, &mismatches, &uart_accesses) )
+        {
+            bp_stop_trap(h, uart, uart + 7);
+            bp_close(h);
+            return 1;
+        }
+    }
+    else
+    {
+        struct drive d = { uart, UART_SCR, iterations, -1, 0, 0, 0 };
 
-        outb(v, uart + UART_SCR);
-        if ( inb(uart + UART_SCR) != v )
-            mismatches++;
-        (void)inb(uart + UART_LSR);
-        uart_accesses += 3;
+        drive_uart(&d);
+        mismatches += d.mismatches;
+        uart_accesses += d.accesses;
     }
     for ( i = 0; cmos && i < iterations; i++ )
     {
@@ -274,15 +415,16 @@ int main(int argc, char **argv)
     }
 
     printf("SCRATCH %s: %lu of %lu values read back equal\n",
-           mismatches ? "FAIL" : "OK", iterations * (cmos ? 2 : 1) - mismatches,
-           iterations * (cmos ? 2 : 1));
+           mismatches ? "FAIL" : "OK",
+           iterations * (threads + cmos) - mismatches, iterations * (threads + cmos));
     if ( mismatches )
         rc = 1;
     if ( extract_check(h, "uart", uart, uart + 7, uart_accesses, quiet,
-                       digest) )
+                       digest, strcmp(bp_backend_name(h), "sim") || threads == 1
+                               ? 1 : 3) )
         rc = 1;
     if ( cmos && extract_check(h, "cmos", CMOS_INDEX, CMOS_DATA,
-                               cmos_accesses, quiet, digest) )
+                               cmos_accesses, quiet, digest, 1) )
         rc = 1;
 
     bp_close(h);

@@ -266,6 +266,43 @@ def pipeline_records_every_access(rig):
     assert state == ("stopped", 2800), state
 
 
+def two_threads_on_two_vcpus_each_complete(rig):
+    """busprof-example-driver -t 2: two threads at once on vCPUs of their own,
+    each on a register of its own; every row is there, on its thread's vCPU,
+    and every value read back is the one that thread wrote."""
+    rig.policy("0x3f8-0x3ff")
+    rig.start_daemon()
+    r = rig.guest([rig.exe("guest-lib/busprof-example-driver"), "-t", "2", "-n", "300", "-q"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    rig.stop_daemon()
+    assert "THREADS uart: vCPU 0 port 0x3ff, vCPU 1 port 0x3f8, 300 iterations each" in r.stdout, \
+        r.stdout
+    rows = query(rig.db, "SELECT vcpu, port, dir, value FROM transactions ORDER BY id")
+    assert len(rows) == 2 * 3 * 300 + 5, len(rows)
+    # the first 3 and the last 2 are the main thread's: LCR, DLAB on, DLL saved ... put back
+    main, work = rows[:3] + rows[-2:], rows[3:-2]
+    assert [(p, d) for _, p, d, _ in main] == [(0x3FB, "in"), (0x3FB, "out"), (0x3F8, "in"),
+                                              (0x3F8, "out"), (0x3FB, "out")], main
+    scr = {v for v, p, *_ in work if p == 0x3FF}
+    dll = {v for v, p, *_ in work if p == 0x3F8}
+    assert len(scr) == 1 and len(dll) == 1 and scr != dll, (scr, dll)
+    per_vcpu = {}
+    for v, p, d, val in work:
+        per_vcpu.setdefault(v, []).append((p, d, val))
+    assert sorted(len(a) for a in per_vcpu.values()) == [900, 900], \
+        {v: len(a) for v, a in per_vcpu.items()}
+    for v, accesses in per_vcpu.items():
+        for i in range(0, 900, 3):
+            (p, d, w), (p2, d2, back), (lsr, d3, _) = accesses[i:i + 3]
+            assert (d, d2, d3, lsr) == ("out", "in", "in", 0x3FD) and p == p2 and w == back, \
+                (v, i, accesses[i:i + 3])
+    # the driver's own view: its records name both vCPUs, as the DB does
+    m = re.search(r"VCPU uart:((?: vcpu \d+ \d+)+) records", r.stdout)
+    got = {int(a): int(b) for a, b in re.findall(r"vcpu (\d+) (\d+)", m.group(1))} if m else None
+    want = {v: n for v, n in query(rig.db, "SELECT vcpu, count(*) FROM transactions GROUP BY vcpu")}
+    assert got == want and len(want) >= 2, (got, want, r.stdout)
+
+
 def policy_refuses_unallowed_ports(rig):
     rig.policy("0x70-0x71")  # not the UART
     rig.start_daemon()
@@ -774,6 +811,7 @@ def mmio_rows_in_the_analysis_commands(rig):
 
 
 CASES = {f.__name__: f for f in [
+    two_threads_on_two_vcpus_each_complete,
     mmio_rows_in_the_analysis_commands, mmio_edu_sequence_recorded_and_extracted, mmio_trap_refusals_and_dom0_trap,
     untrapped_port_reaches_the_same_device, string_io_gives_one_row_per_element,
     exited_threads_give_their_vcpus_back, closing_one_handle_keeps_the_other,
@@ -820,7 +858,8 @@ def run_cases(cases, make_rig):
 
 def main():
     return run_cases(CASES, lambda bindir, name: Rig(
-        bindir, vcpus=5 if name == "exited_threads_give_their_vcpus_back" else 2))
+        bindir, vcpus={"exited_threads_give_their_vcpus_back": 5,
+                       "two_threads_on_two_vcpus_each_complete": 3}.get(name, 2)))
 
 
 if __name__ == "__main__":

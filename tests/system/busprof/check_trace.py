@@ -7,13 +7,16 @@ usage: check_trace.py [--kmod] OUTDIR GUEST_NAME...
 Exit 0 only if, for every guest:
   - its example driver ran (DRIVER OK) and every COM2 scratch value round-tripped;
   - trapping 0x3e8-0x3ef (not in the policy) and 0x3f8-0x3ff (never granted) gave EPERM;
-  - the DB has its session, with transactions of its domid on vCPU 0 whose Xen stamps
+  - the DB has its session, with transactions of its domid on its vCPUs whose Xen stamps
     (t_trap_ns, t_resume_ns) are set and ordered around the daemon's bus stamps, or
     flagged clock_skewed when they are not (never flagged when they are), and a
     guest RIP; the session's clock_skew_ns is the largest contradiction;
   - bp_extract returned as many records as the DB holds for the range, the
-    driver's 5100 accesses (-n 1700), and equal to them row for row: the
-    driver's DIGEST line (-d) against the rows' (check_digest.py);
+    driver's 10205 accesses (-n 1700 -t 2: a thread on each of the guest's
+    two vCPUs at once), and equal to them row for row: the driver's DIGEST
+    line (-d) against the rows' (check_digest.py); each vCPU's rows are its
+    thread's, complete and read back right, and name both pCPUs
+    (check_vcpus);
   - porttest, which never calls busprof, ran first under the COM2 trap dom0 set
     (busprof trap): QEMU's own log of COM2 over that time holds exactly the
     session's rows, in order, a wider row as its bytes (check_plain_oracle);
@@ -39,7 +42,7 @@ Exit 0 only if, for every guest:
     a session of its own): porttest read back every value it wrote, the
     daemon exited 0, the session holds some of porttest's pairs but not all
     (the stop fell inside the loop), every row ok, each IN equal to the OUT
-    before it on its vCPU, no timeout or stop_unserved event, dom0's trap
+    before it of its task, no timeout or stop_unserved event, dom0's trap
     marked and the session stopped by the signal; the same of its loop on
     the edu device's liveness register (each read the inverse of the write).
   - the bounded wait (after the stop, in sessions of their own): a daemon
@@ -67,7 +70,12 @@ from check_timeout import check_timeout, loops
 PLAIN_PAIRS = 8 + 100                   # porttest -s 100: its fixed values, then 100
 # LSR and scratch first, then the pairs, the string I/O, the restore last
 PLAIN_ACCESSES = 2 + 2 * PLAIN_PAIRS + STRING_ACCESSES + 1
-DRIVER_ITERATIONS = 1700                # busprof-guest.sh: busprof-example-driver -n 1700
+DRIVER_ITERATIONS = 1700                # busprof-guest.sh: busprof-example-driver -n 1700 -t 2
+VCPUS = 2                               # the guests' vcpus (dom0/cfg)
+# -t 2: a thread on each vCPU, 3 accesses an iteration, and the main
+# thread's 5 on vCPU 0 (LCR and DLL saved, DLAB set, both put back)
+DRIVER_ACCESSES = {0: 3 * DRIVER_ITERATIONS + 5, 1: 3 * DRIVER_ITERATIONS}
+DRIVER_REGISTER = {0: 0x2FF, 1: 0x2F8}  # each thread's: the scratch register, DLL
 KMOD_ITERATIONS = 1700                  # busprof-guest.sh: insmod ... iterations=1700
 # 3 accesses an iteration: 5100 records each, more than 4 of bp_extract's
 # pages of at most 1024 (XEN_BUSPROF_EXTRACT_MAX): extract pages on real Xen
@@ -106,16 +114,17 @@ def check_guest(db, outdir, name, kmod):
     n = q("SELECT count(*) FROM transactions WHERE session_id = ? AND port BETWEEN 760 AND 767")[0]
     if extracted is not None and n != extracted:
         problems.append(f"bp_extract returned {extracted} records, the DB has {n}")
-    if n != 3 * DRIVER_ITERATIONS or n < AT_SCALE:
+    if n != sum(DRIVER_ACCESSES.values()) or n < AT_SCALE:
         problems.append(f"the driver's session has {n} records, not its"
-                        f" {3 * DRIVER_ITERATIONS} accesses (at least {AT_SCALE})")
+                        f" {sum(DRIVER_ACCESSES.values())} accesses (at least {AT_SCALE})")
+    problems += check_vcpus(db, sid, log)
     problems += [f"the driver's extract: {p}"
                  for p in check_digest(db, sid, 0x2F8, 0x2FF, log, "uart")[0]]
     if n == 0:
         problems.append("no transactions recorded")
     problems += check_stamps(db, sid)
     other = q("SELECT count(*) FROM transactions WHERE session_id = ? AND (domid != "
-              f"{int(domid)} OR vcpu != 0 OR rip = 0 OR status != 'ok')")[0]
+              f"{int(domid)} OR vcpu >= {VCPUS} OR rip = 0 OR status != 'ok')")[0]
     if other:
         problems.append(f"{other} transactions with a wrong domid or vCPU, no RIP or not ok")
     problems += check_who(db, sid, "the driver's")
@@ -150,6 +159,45 @@ def check_guest(db, outdir, name, kmod):
         problems += [f"the module's session: {p}" for p in check_kmod(db, kmod_sid, domid, log)]
         lines.append((name + "/kmod", domid) + figures(db, kmod_sid))
     return problems, lines
+
+
+def check_vcpus(db, sid, log):
+    """The driver's two threads, at once on vCPUs 0 and 1 (-t 2): each
+    vCPU's rows are complete (as many as its thread and, on vCPU 0, the
+    main thread made), each thread's register on its own vCPU, every value
+    read back the one its thread wrote before; the driver's VCPU line says
+    the same; the pCPU column names both physical CPUs."""
+    problems = []
+    rows = db.execute("SELECT vcpu, port, dir, value, pcpu FROM transactions"
+                      " WHERE session_id = ? AND port BETWEEN 760 AND 767 ORDER BY id",
+                      (sid,)).fetchall()
+    per = {}
+    for r in rows:
+        per.setdefault(r[0], []).append(r)
+    counts = {v: len(a) for v, a in per.items()}
+    if counts != DRIVER_ACCESSES:
+        problems.append(f"rows per vCPU {counts}, the threads made {DRIVER_ACCESSES}")
+    m = re.search(r"^VCPU uart:((?: vcpu \d+ \d+)+) records", log, re.M)
+    said = {int(a): int(b) for a, b in re.findall(r"vcpu (\d+) (\d+)", m.group(1))} if m else None
+    if said != counts:
+        problems.append(f"the driver's extract says {said} records per vCPU, the DB {counts}")
+    if "THREADS uart: vCPU 0 port 0x2ff, vCPU 1 port 0x2f8" not in log:
+        problems.append("the driver did not run a thread on each vCPU (no THREADS line)")
+    for v, reg in DRIVER_REGISTER.items():
+        # vCPU 0 also has the main thread's: LCR, DLAB on, DLL saved first,
+        # DLL and LCR put back last
+        mine = per.get(v, [])[3:-2] if v == 0 else per.get(v, [])
+        wrong = [(a, b) for a, b in zip(mine[0::3], mine[1::3])
+                 if (a[1], a[2], b[1], b[2]) != (reg, "out", reg, "in") or a[3] != b[3]]
+        lsr = [c for c in mine[2::3] if (c[1], c[2]) != (0x2FD, "in")]
+        if wrong or lsr or len(mine) != 3 * DRIVER_ITERATIONS:
+            problems.append(f"vCPU {v}: {len(wrong)} of its {len(mine) // 3} write/read pairs on"
+                            f" port 0x{reg:x} wrong or read back another value, {len(lsr)} status"
+                            f" reads elsewhere, e.g. {(wrong or [lsr[:1]] or [None])[0]}")
+    pcpus = {r[4] for r in rows}
+    if None in pcpus or len(pcpus) < 2:
+        problems.append(f"the driver's rows name the pCPUs {sorted(pcpus, key=str)}, not both")
+    return problems
 
 
 def driver_sessions(db, outdir, name):
@@ -205,7 +253,8 @@ def check_stop(db, outdir, name):
     if not st or st.group(1) != "0":
         problems.append(f"the daemon stopped by SIGTERM exited with {st.group(1) if st else '?'},"
                         " not 0")
-    rows = db.execute("SELECT vcpu, port, dir, value, status FROM transactions"
+    # keyed by task (porttest's process), not vCPU: it may move between them
+    rows = db.execute("SELECT task, port, dir, value, status FROM transactions"
                       " WHERE session_id = ? ORDER BY id", (sid,)).fetchall()
     outs = sum(1 for r in rows if r[1] == 0x2ff and r[2] == "out")
     if not outs or pairs is not None and outs >= pairs:
@@ -220,7 +269,7 @@ def check_stop(db, outdir, name):
             wrong.append((last.get(r[0]), r))
         last[r[0]] = r
     if wrong:
-        problems.append(f"{len(wrong)} IN rows not equal to the OUT before them on their vCPU,"
+        problems.append(f"{len(wrong)} IN rows not equal to the OUT before them of their task,"
                         f" e.g. {wrong[0]}")
     problems += check_stop_mmio(db, sid, log.partition("TIMEOUT-READY")[0])
     events = [k for k, in db.execute("SELECT kind FROM events WHERE session_id = ?"
@@ -355,7 +404,7 @@ def check_kmod(db, sid, domid, log):
     problems += [f"the module's extract: {p}"
                  for p in check_digest(db, sid, 0x2F8, 0x2FF, log, "port")[0]]
     bad = [r for r, rip in zip(rows, rips)
-           if r[0] not in (0x2fd, 0x2ff) or r[3] != "ok" or r[4] != domid or r[5] != 0
+           if r[0] not in (0x2fd, 0x2ff) or r[3] != "ok" or r[4] != domid or r[5] >= VCPUS
            or not KERNEL_HALF <= rip or not text_lo <= rip < text_hi]
     if bad:
         problems.append(f"{len(bad)} transactions on another port, not ok, of another domain or"
@@ -450,9 +499,10 @@ def check_plain(db, driver_sid, domid):
     # its string I/O comes between its pairs and its restore (check_strings)
     strings = rows[-1 - STRING_ACCESSES:-1]
     rows = rows[:-1 - STRING_ACCESSES] + rows[-1:]
-    bad = [r for r in rows if r[0] not in (0x2fd, 0x2ff) or r[3] != "ok" or r[4] != 0
+    bad = [r for r in rows if r[0] not in (0x2fd, 0x2ff) or r[3] != "ok" or r[4] >= VCPUS
            or not 0 < r[5] < 0x800000000000]
-    bad += [r for r in strings if r[3] != "ok" or r[4] != 0 or not 0 < r[5] < 0x800000000000]
+    bad += [r for r in strings if r[3] != "ok" or r[4] >= VCPUS
+            or not 0 < r[5] < 0x800000000000]
     first_plain = db.execute("SELECT id FROM transactions WHERE session_id = ? ORDER BY id"
                              " LIMIT 1 OFFSET ?", (sid, len(early))).fetchone()
     if first_plain:
@@ -472,8 +522,8 @@ def check_plain(db, driver_sid, domid):
     if [(m[1], m[3]) for m in dom0] != [("start_trap", None), ("stop_trap", None)] \
             or dom0[0][0] != sid:
         problems.append(f"dom0's trap and untrap of COM2 are not marked as dom0's: {dom0}")
-    if not any(m[0] == driver_sid and m[1] == "start_trap" and m[2] == "guest" and m[3] == 0
-               for m in marks):
+    if not any(m[0] == driver_sid and m[1] == "start_trap" and m[2] == "guest"
+               and m[3] is not None and m[3] < VCPUS for m in marks):
         problems.append("the driver's start_trap of COM2 is not marked as the guest's")
     return problems, sid, len(early)
 
