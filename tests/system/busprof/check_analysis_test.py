@@ -204,6 +204,62 @@ def make_trace(build, top):
     return db_path, bin_dir, sid, n
 
 
+def top_frame(db_path, sid, name):
+    """A frame of busprof top (its --batch format, busprof.1) over the whole
+    session: what dom0 captures in the rig (results/NAME.top.txt)."""
+    db = sqlite3.connect(db_path)
+    domid = db.execute("SELECT domid FROM transactions WHERE session_id = ?", (sid,)).fetchone()[0]
+    lines = [f"busprof top - session {sid}, domain {name} (id {domid}), profiling"]
+    rows = db.execute("SELECT port, dir, t_bus_end_ns - t_bus_begin_ns FROM transactions"
+                      " WHERE session_id = ? AND status = 'ok' ORDER BY port, dir, 3",
+                      (sid,)).fetchall()
+    db.close()
+    lines += [f"recorded {len(rows)}  dropped 0  unrecorded 0  timeouts 0  traps 2"
+              "  queue 0/65536", "last 1.0 s, sorted by port", "",
+              "  port dir  accesses     per_s  bus_p50_ns  bus_p99_ns  ovh_p50_ns  ovh_p99_ns"
+              " errors timeouts"]
+    groups = {}
+    for port, d, bus in rows:
+        groups.setdefault((port, d), []).append(bus)
+    for (port, d), bus in sorted(groups.items()):
+        p50, p99 = bus[-(-len(bus) * 50 // 100) - 1], bus[-(-len(bus) * 99 // 100) - 1]
+        lines.append(f"0x{port:04x} {d:<3} {len(bus):>9} {len(bus):>9} {p50:>11} {p99:>11}"
+                     f" {'-':>11} {'-':>11} {0:>6} {0:>8}")
+    lines.append(f"total     {len(rows):>9} {len(rows):>9}")
+    return "\n".join(lines) + "\n"
+
+
+def top_cases(db_path, sid):
+    """check_top over the frame and doctored copies of it."""
+    from check_analysis import load
+    from check_top import check_top
+    db = sqlite3.connect(db_path)
+    rows = load(db)
+    domid = db.execute("SELECT domid FROM transactions WHERE session_id = ?", (sid,)).fetchone()[0]
+    db.close()
+    good = top_frame(db_path, sid, "demo-a")
+    assert check_top(good, rows, "demo-a", domid, sid)[0] == [], check_top(good, rows, "demo-a",
+                                                                            domid, sid)
+    first = re.search(r"^0x[0-9a-f]{4} \w+ +(\d+)", good, re.M)
+    doctored = {
+        "another session": good.replace(f"session {sid},", f"session {sid + 1},", 1),
+        "another domain": good.replace("domain demo-a", "domain demo-b", 1),
+        "more accesses than rows": good[:first.start(1)] + str(int(first.group(1)) + 1)
+        + good[first.end(1):],
+        "a port the session never had": re.sub(r"^0x[0-9a-f]{4}", "0x0abc", good, count=1,
+                                               flags=re.M),
+        "a p50 outside the rows": re.sub(r"^(0x[0-9a-f]{4} \w+ +\d+ +\d+ +)\d+",
+                                         lambda m: m.group(1) + "999999999", good, count=1,
+                                         flags=re.M),
+        "a total that is not the rows'": re.sub(r"^total +\d+", "total 1", good, flags=re.M),
+        "no frame": "busprof: error: no daemon at /run/busprof/x.sock\n",
+        "dropped records": good.replace("dropped 0", "dropped 3", 1),
+    }
+    for what, frame in doctored.items():
+        assert check_top(frame, rows, "demo-a", domid, sid)[0], f"check_top passed: {what}"
+    print(f"ok: check_top passes the frame, {len(doctored)} doctored ones fail")
+
+
 def main():
     if len(sys.argv) > 2 and sys.argv[1] == "--as-busprof":
         return as_busprof(sys.argv[2], sys.argv[3:])
@@ -215,6 +271,10 @@ def main():
     with tempfile.TemporaryDirectory() as top:
         db_path, bin_dir, sid, n = make_trace(opt.bin, top)
         plan = [("demo-a", sid, sid), ("demo-b", sid, sid)]   # diff: the session against itself
+        for guest, *_ in plan:
+            with open(os.path.join(top, f"{guest}.top.txt"), "w") as f:
+                f.write(top_frame(db_path, sid, guest))
+        top_cases(db_path, sid)
         wrapper = os.path.join(top, "busprof")
         with open(wrapper, "w") as f:
             # -S: no site packages, which it does not need, and whose
@@ -230,12 +290,15 @@ def main():
         os.makedirs(os.environ["DOCTOR_CACHE"])
         run, lines = check_all(wrapper, db_path, os.path.join(top, "good"), plan, bin_dir, MUST)
         assert not run.problems, run.problems
+        assert any(line.startswith("top: demo-a's screen") for line in lines), lines
         print(f"the commands' own output: {run.checked} figures agree over {n} port rows")
         missed = []
         for i, case in enumerate(DOCTORED):
             copy = os.path.join(top, f"case{i}", "trace.db")
             os.makedirs(os.path.dirname(copy))
             shutil.copy(db_path, copy)
+            for guest, *_ in plan:   # the screens of top, which the doctor leaves alone
+                shutil.copy(os.path.join(top, f"{guest}.top.txt"), os.path.dirname(copy))
             os.environ["DOCTOR"] = case
             os.environ["DOCTOR_DB_FLAG"] = os.path.join(top, f"case{i}.flag")
             run, _ = check_all(wrapper, copy, os.path.join(top, f"case{i}", "out"), plan, bin_dir, MUST)

@@ -216,5 +216,54 @@ def plain_oracle():
     print(f"ok: the COM2 oracle passes the agreeing session, {len(doctored)} doctored ones fail")
 
 
+def stop_oracle():
+    """check_trace.py's oracle of the stop: QEMU's log of COM2 from inside
+    the trap's window to after it, against the session's rows."""
+    from check_trace import check_stop_oracle
+
+    def port_line(d, port, value):
+        ev = "read" if d == "in" else "write"
+        return (f"memory_region_ops_{ev} cpu 1 mr 0x55d0 addr 0x{port:x} value 0x{value:x}"
+                f" size 1 name 'serial'\n")
+
+    def outcome(rows, seen):
+        with tempfile.TemporaryDirectory() as top:
+            with open(os.path.join(top, f"qemu-trace.{NAME}-stop.log"), "w") as f:
+                for d, port, value in seen:
+                    f.write(port_line(d, port, value))
+                    f.write(trace_line("in", 0, 4, 0x010000ED))      # the edu loop's
+            db = sqlite3.connect(":memory:")
+            db.execute("CREATE TABLE transactions (id INTEGER PRIMARY KEY, session_id INTEGER,"
+                       " dir TEXT, port INTEGER, size INTEGER, value INTEGER)")
+            for d, port, value in rows:
+                db.execute("INSERT INTO transactions (session_id, dir, port, size, value)"
+                           " VALUES (6, ?, ?, 1, ?)", (d, port, value))
+            return check_stop_oracle(db, top, NAME, 6)
+
+    pairs = []
+    for i in range(40):
+        v = (i * 37 + 0x5B) % 255
+        pairs += [("out", 0x2FF, v), ("in", 0x2FF, v)]
+    rows, after = pairs[:50], pairs[50:]
+    good = outcome(rows, rows[30:] + after)
+    assert good == ([], 30), good
+    split = outcome(pairs[:51], pairs[30:])          # the last row a write, its read direct
+    assert split == ([], 29), split
+    doctored = {
+        "a row COM2 never saw": (rows, rows[30:40] + rows[41:] + after),
+        "an access in the window without its row": (rows, rows[30:40] + [("in", 0x2FD, 0x60)]
+                                                     + rows[40:] + after),
+        "nothing after the stop": (rows, rows[30:]),
+        "a row after the direct accesses began": (rows[:45] + [rows[46]], rows[30:45] + after),
+        "a direct read of another value": (rows, rows[30:] + after[:3] + [("in", 0x2FF, 0x13)]
+                                           + after[4:]),
+        "no log": (rows, []),
+    }
+    for what, (r, seen) in doctored.items():
+        assert outcome(r, seen)[0], f"the stop's oracle passed a doctored run: {what}"
+    print(f"ok: the stop's oracle passes the agreeing runs, {len(doctored)} doctored ones fail")
+
+
 if __name__ == "__main__":
     main()
+    stop_oracle()

@@ -12,11 +12,8 @@ Exit 0 only if, for every guest:
     flagged clock_skewed when they are not (never flagged when they are), and a
     guest RIP; the session's clock_skew_ns is the largest contradiction;
   - bp_extract returned as many records as the DB holds for the range, the
-    driver's 10205 accesses (-n 1700 -t 2: a thread on each of the guest's
-    two vCPUs at once), and equal to them row for row: the driver's DIGEST
-    line (-d) against the rows' (check_digest.py); each vCPU's rows are its
-    thread's, complete and read back right, and name both pCPUs
-    (check_vcpus);
+    driver's 5100 accesses (-n 1700), and equal to them row for row: the
+    driver's DIGEST line (-d) against the rows' (check_digest.py);
   - porttest, which never calls busprof, ran first under the COM2 trap dom0 set
     (busprof trap): QEMU's own log of COM2 over that time holds exactly the
     session's rows, in order, a wider row as its bytes (check_plain_oracle);
@@ -44,7 +41,10 @@ Exit 0 only if, for every guest:
     (the stop fell inside the loop), every row ok, each IN equal to the OUT
     before it of its task, no timeout or stop_unserved event, dom0's trap
     marked and the session stopped by the signal; the same of its loop on
-    the edu device's liveness register (each read the inverse of the write).
+    the edu device's liveness register (each read the inverse of the write);
+    QEMU's own log of COM2 from just before the SIGTERM to after the daemon
+    was gone: the session's last rows, each once, in order, then porttest's
+    direct pairs, none of which is a row (check_stop_oracle).
   - the bounded wait (after the stop, in sessions of their own): a daemon
     stopped with SIGSTOP for longer than its timeout under the guest's
     loops on a port and a memory-mapped register (check_timeout.py).
@@ -70,12 +70,8 @@ from check_timeout import check_timeout, loops
 PLAIN_PAIRS = 8 + 100                   # porttest -s 100: its fixed values, then 100
 # LSR and scratch first, then the pairs, the string I/O, the restore last
 PLAIN_ACCESSES = 2 + 2 * PLAIN_PAIRS + STRING_ACCESSES + 1
-DRIVER_ITERATIONS = 1700                # busprof-guest.sh: busprof-example-driver -n 1700 -t 2
-VCPUS = 2                               # the guests' vcpus (dom0/cfg)
-# -t 2: a thread on each vCPU, 3 accesses an iteration, and the main
-# thread's 5 on vCPU 0 (LCR and DLL saved, DLAB set, both put back)
-DRIVER_ACCESSES = {0: 3 * DRIVER_ITERATIONS + 5, 1: 3 * DRIVER_ITERATIONS}
-DRIVER_REGISTER = {0: 0x2FF, 1: 0x2F8}  # each thread's: the scratch register, DLL
+DRIVER_ITERATIONS = 1700                # busprof-guest.sh: busprof-example-driver -n 1700
+VCPUS = 1                               # the guests' vcpus (dom0/cfg)
 KMOD_ITERATIONS = 1700                  # busprof-guest.sh: insmod ... iterations=1700
 # 3 accesses an iteration: 5100 records each, more than 4 of bp_extract's
 # pages of at most 1024 (XEN_BUSPROF_EXTRACT_MAX): extract pages on real Xen
@@ -114,10 +110,9 @@ def check_guest(db, outdir, name, kmod):
     n = q("SELECT count(*) FROM transactions WHERE session_id = ? AND port BETWEEN 760 AND 767")[0]
     if extracted is not None and n != extracted:
         problems.append(f"bp_extract returned {extracted} records, the DB has {n}")
-    if n != sum(DRIVER_ACCESSES.values()) or n < AT_SCALE:
+    if n != 3 * DRIVER_ITERATIONS or n < AT_SCALE:
         problems.append(f"the driver's session has {n} records, not its"
-                        f" {sum(DRIVER_ACCESSES.values())} accesses (at least {AT_SCALE})")
-    problems += check_vcpus(db, sid, log)
+                        f" {3 * DRIVER_ITERATIONS} accesses (at least {AT_SCALE})")
     problems += [f"the driver's extract: {p}"
                  for p in check_digest(db, sid, 0x2F8, 0x2FF, log, "uart")[0]]
     if n == 0:
@@ -159,45 +154,6 @@ def check_guest(db, outdir, name, kmod):
         problems += [f"the module's session: {p}" for p in check_kmod(db, kmod_sid, domid, log)]
         lines.append((name + "/kmod", domid) + figures(db, kmod_sid))
     return problems, lines
-
-
-def check_vcpus(db, sid, log):
-    """The driver's two threads, at once on vCPUs 0 and 1 (-t 2): each
-    vCPU's rows are complete (as many as its thread and, on vCPU 0, the
-    main thread made), each thread's register on its own vCPU, every value
-    read back the one its thread wrote before; the driver's VCPU line says
-    the same; the pCPU column names both physical CPUs."""
-    problems = []
-    rows = db.execute("SELECT vcpu, port, dir, value, pcpu FROM transactions"
-                      " WHERE session_id = ? AND port BETWEEN 760 AND 767 ORDER BY id",
-                      (sid,)).fetchall()
-    per = {}
-    for r in rows:
-        per.setdefault(r[0], []).append(r)
-    counts = {v: len(a) for v, a in per.items()}
-    if counts != DRIVER_ACCESSES:
-        problems.append(f"rows per vCPU {counts}, the threads made {DRIVER_ACCESSES}")
-    m = re.search(r"^VCPU uart:((?: vcpu \d+ \d+)+) records", log, re.M)
-    said = {int(a): int(b) for a, b in re.findall(r"vcpu (\d+) (\d+)", m.group(1))} if m else None
-    if said != counts:
-        problems.append(f"the driver's extract says {said} records per vCPU, the DB {counts}")
-    if "THREADS uart: vCPU 0 port 0x2ff, vCPU 1 port 0x2f8" not in log:
-        problems.append("the driver did not run a thread on each vCPU (no THREADS line)")
-    for v, reg in DRIVER_REGISTER.items():
-        # vCPU 0 also has the main thread's: LCR, DLAB on, DLL saved first,
-        # DLL and LCR put back last
-        mine = per.get(v, [])[3:-2] if v == 0 else per.get(v, [])
-        wrong = [(a, b) for a, b in zip(mine[0::3], mine[1::3])
-                 if (a[1], a[2], b[1], b[2]) != (reg, "out", reg, "in") or a[3] != b[3]]
-        lsr = [c for c in mine[2::3] if (c[1], c[2]) != (0x2FD, "in")]
-        if wrong or lsr or len(mine) != 3 * DRIVER_ITERATIONS:
-            problems.append(f"vCPU {v}: {len(wrong)} of its {len(mine) // 3} write/read pairs on"
-                            f" port 0x{reg:x} wrong or read back another value, {len(lsr)} status"
-                            f" reads elsewhere, e.g. {(wrong or [lsr[:1]] or [None])[0]}")
-    pcpus = {r[4] for r in rows}
-    if None in pcpus or len(pcpus) < 2:
-        problems.append(f"the driver's rows name the pCPUs {sorted(pcpus, key=str)}, not both")
-    return problems
 
 
 def driver_sessions(db, outdir, name):
@@ -272,6 +228,8 @@ def check_stop(db, outdir, name):
         problems.append(f"{len(wrong)} IN rows not equal to the OUT before them of their task,"
                         f" e.g. {wrong[0]}")
     problems += check_stop_mmio(db, sid, log.partition("TIMEOUT-READY")[0])
+    oracle, direct = check_stop_oracle(db, outdir, name, sid)
+    problems += [f"QEMU's log of the stop: {p}" for p in oracle]
     events = [k for k, in db.execute("SELECT kind FROM events WHERE session_id = ?"
                                      " AND kind IN ('timeout', 'stop_unserved')", (sid,))]
     if events:
@@ -284,7 +242,46 @@ def check_stop(db, outdir, name):
         problems.append(f"the session's stop is not the signal's: {marks}")
     mouts = db.execute("SELECT count(*) FROM mmio_transactions WHERE session_id = ?"
                        " AND dir = 'out'", (sid,)).fetchone()[0]
-    return problems, (name + "/stop", sid, outs, pairs, mouts)
+    return problems, (name + "/stop", sid, outs, pairs, mouts, direct)
+
+
+def check_stop_oracle(db, outdir, name, sid):
+    """QEMU's own log of COM2 from just before the SIGTERM to a second after
+    the daemon was gone (qemu-trace.NAME-stop.log): while dom0's trap was on
+    every access COM2 saw is a row, in order, the session's last rows; once
+    it was gone, COM2 saw porttest's accesses directly, and none of them is
+    a row.  Returns (problems, accesses COM2 saw after the last row)."""
+    path = os.path.join(outdir, f"qemu-trace.{name}-stop.log")
+    if not os.path.exists(path):
+        return ["no QEMU log of COM2 around the stop"], None
+    seen = qemu_accesses(path, "serial", 0x2F8, 0x2FF)
+    rows = pieces(db.execute("SELECT dir, port, size, value FROM transactions"
+                             " WHERE session_id = ? ORDER BY id", (sid,)).fetchall())
+    # the log begins inside the trap's window: at some row k, and holds
+    # every row from there on, then only accesses without one
+    k = next((k for k in range(len(rows)) if seen[:len(rows) - k] == rows[k:]), None)
+    if not seen or k is None:
+        return [f"its {len(seen)} accesses of COM2 are not the session's last rows, each once, in"
+                " order, then others"], None
+    direct = seen[len(rows) - k:]
+    problems = []
+    if len(rows) - k < 2:
+        problems.append(f"it began {len(rows) - k} rows before the trap ended, not inside it")
+    if len(direct) < 2:
+        problems.append(f"COM2 saw {len(direct)} accesses after the stop, porttest's loop went on")
+    # porttest's direct pairs: the scratch register, each read the write
+    # before it; the first read's write may be the last row
+    d = direct
+    if d and d[0][0] == "in":
+        if rows[-1] != ("out", 0x2FF, 1, d[0][3]):
+            problems.append(f"its first access after the stop {d[0]} does not read the last"
+                            f" row's write {rows[-1]}")
+        d = d[1:]
+    bad = [(a, b) for a, b in zip(d[0::2], d[1::2])
+           if (a[0], a[1], b[0], b[1]) != ("out", 0x2FF, "in", 0x2FF) or a[3] != b[3]]
+    if bad:
+        problems.append(f"its accesses after the stop are not porttest's pairs: {bad[0]}")
+    return problems, len(direct)
 
 
 def check_stop_mmio(db, sid, log):
@@ -585,7 +582,8 @@ def main():
             print(f"{stop[0]:<16} session {stop[1]}: {stop[2]} of porttest's"
                   f" {stop[3] if stop[3] is not None else '?'} pairs trapped before the"
                   f" daemon's SIGTERM, the rest reached COM2 directly; {stop[4]} of the"
-                  " memory-mapped loop's, the rest reached the edu device directly")
+                  " memory-mapped loop's, the rest reached the edu device directly; QEMU's"
+                  f" COM2 saw the trap's last rows, then {stop[5]} accesses with none")
         timeout_problems, timed = check_timeout(db, outdir, name,
                                                 phase_session(outdir, name, "stop"))
         problems += [f"the bounded wait: {p}" for p in timeout_problems]

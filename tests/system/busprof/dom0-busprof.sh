@@ -92,6 +92,7 @@ plain_phase() {
             busprof untrap "$name" --backend xen --ports "$PLAIN_PORTS"
         echo "plain phase rc=$?"
     } >> "$out" 2>&1
+    top_capture "$name" "$log"
     if [ -n "$KMOD" ]; then
         # The example driver's session ends when the driver is done; the guest
         # waits until it sees an empty session, then loads the kernel modules.
@@ -109,6 +110,31 @@ plain_phase() {
     edu_phase "$name" "$log"
     stop_phase "$name" "$log" "$domid"
     timeout_phase "$name" "$log"
+}
+
+# top_capture NAME LOG: `busprof top` as a user runs it, in a terminal (a
+# tmux window of 120 x 32), while the example driver runs in its session:
+# the screen is captured each half second, and the last one showing the
+# driver's scratch register before the driver is done is kept in
+# NAME.top.txt (check_top.py holds it to the trace).  A run where no
+# frame showed it keeps the last screen, which the check fails.
+top_capture() {
+    local name=$1 log=$2 out=$BUSPROF_RESULTS/$1.top.txt i seen=0
+    tmux new-session -d -s "top-$name" -x 120 -y 32 \
+        "busprof top --socket /run/busprof/$name.sock --interval 1" || return 0
+    for i in $(seq 240); do
+        grep -q '^DRIVER \(OK\|FAIL\)' "$log" 2>/dev/null && break
+        tmux capture-pane -p -t "top-$name" > "$out.new" 2>/dev/null
+        if grep -q '^0x02ff ' "$out.new"; then
+            mv "$out.new" "$out"
+            seen=$((seen + 1))
+            [ $seen -ge 3 ] && break    # a frame or two into the driver's run
+        fi
+        sleep 0.5
+    done
+    [ -s "$out" ] || mv "$out.new" "$out" 2>/dev/null
+    rm -f "$out.new"
+    tmux kill-session -t "top-$name" 2>/dev/null
 }
 
 # The edu phase's MMIO policy: the BAR's first half (the second half,
@@ -230,6 +256,10 @@ stop_phase() {
         done
         quiet_wait_for "SCRATCH-LOOP start" "$log" 120 || { bp_t "porttest -t did not start"; return; }
         sleep "$STOP_AFTER"
+        # QEMU logs what COM2 sees from just before the SIGTERM to a second
+        # after the daemon is gone: the trap's last rows, then accesses
+        # that reach COM2 directly and have none (check_stop_oracle).
+        qemu_trace on "$name-stop" || bp_t "QEMU's log of the stop was not switched on"
         bp_t "SIGTERM to the daemon of $name (pid $DAEMON_PID) in the middle of porttest's loop"
         : > "/run/busprof/$name.sigterm"
         kill -TERM "$DAEMON_PID"
@@ -238,6 +268,8 @@ stop_phase() {
             sleep 0.5
         done
         bp_t "daemon of $name: $(kill -0 "$DAEMON_PID" 2>/dev/null && echo 'still there after 60 s' || echo gone)"
+        sleep 1
+        qemu_trace off "$name-stop" || bp_t "QEMU's log of the stop was not switched off"
     } >> "$out" 2>&1
 }
 # timeout_phase NAME LOG: the bounded wait of patch 0103, for a port and a
