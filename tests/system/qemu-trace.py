@@ -23,7 +23,10 @@ import socket
 import sys
 import time
 
-EVENTS = ("memory_region_ops_read", "memory_region_ops_write")
+# Both events in one command: the monitor switches them under QEMU's big
+# lock, which a device access holds too, so no access falls between the
+# two switches (a log whose first or last accesses lack their reads).
+EVENTS = "memory_region_ops_*"      # memory_region_ops_read and _write
 REQ = re.compile(rb"BUSPROF-QEMU-TRACE (on|off) ([A-Za-z0-9-]+)")
 
 
@@ -92,9 +95,9 @@ def main():
                 try:
                     if what == "on":
                         cmds = ["logfile qemu-trace.%s.log" % name]
-                        cmds += ["trace-event %s on" % e for e in EVENTS]
+                        cmds += ["trace-event %s on" % EVENTS]
                     else:
-                        cmds = ["trace-event %s off" % e for e in EVENTS]
+                        cmds = ["trace-event %s off" % EVENTS]
                     monitor(cmds)
                     answer("BPTRACE-" + what.upper())
                     notes.write("%.1f %s %s: done\n" % (time.time(), what, name))

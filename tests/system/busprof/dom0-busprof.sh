@@ -81,6 +81,7 @@ fi
 # driver.
 plain_phase() {
     local name=$1 log=$2 domid=$3 sock=/run/busprof/$1.sock out=$BUSPROF_RESULTS/$1.trap.log i
+    top_start "$name"
     for i in $(seq 480); do
         grep -q '^SCRATCH-\(OK\|FAIL\)' "$log" 2>/dev/null && break
         sleep 0.5
@@ -88,11 +89,12 @@ plain_phase() {
     qemu_trace off "$name-plain" || bp_t "QEMU's log of COM2 was not switched off"
     {
         bp_t "porttest of $name done (or 240 s passed): QEMU's log off, stop, rearm, untrap"
-        busprof stop --socket "$sock" && busprof rearm --socket "$sock" &&
+        busprof stop --socket "$sock" && busprof rearm --socket "$sock" > "/run/$name.rearm" &&
             busprof untrap "$name" --backend xen --ports "$PLAIN_PORTS"
         echo "plain phase rc=$?"
+        cat "/run/$name.rearm"
     } >> "$out" 2>&1
-    top_capture "$name" "$log"
+    top_capture "$name" "$log" "$(sed -n 's/^session \([0-9]*\) is .*/\1/p' "/run/$name.rearm")"
     if [ -n "$KMOD" ]; then
         # The example driver's session ends when the driver is done; the guest
         # waits until it sees an empty session, then loads the kernel modules.
@@ -112,20 +114,32 @@ plain_phase() {
     timeout_phase "$name" "$log"
 }
 
-# top_capture NAME LOG: `busprof top` as a user runs it, in a terminal (a
-# tmux window of 120 x 32), while the example driver runs in its session:
-# the screen is captured each half second, and the last one showing the
-# driver's scratch register before the driver is done is kept in
-# NAME.top.txt (check_top.py holds it to the trace).  A run where no
-# frame showed it keeps the last screen, which the check fails.
+# top_start NAME: `busprof top` as a user runs it, in a terminal (a tmux
+# window of 120 x 32, its own tmux server), from porttest's session on: it
+# follows the daemon's rearm to the driver's session.  Its errors and exit
+# status go to NAME.top.log.
+TMUX_SOCK=/run/busprof-tmux.sock
+top_start() {
+    local name=$1 err=$BUSPROF_RESULTS/$1.top.log
+    tmux -S "$TMUX_SOCK" kill-session -t "top-$name" 2>/dev/null    # a retry's
+    tmux -S "$TMUX_SOCK" new-session -d -s "top-$name" -x 120 -y 32 \
+        "busprof top --socket /run/busprof/$name.sock --interval 1 2>>$err;
+         echo TOP-EXIT \$? >> $err; sleep 600" >> "$err" 2>&1 ||
+        echo "tmux new-session failed: $?" >> "$err"
+}
+
+# top_capture NAME LOG SESSION: while the example driver runs in SESSION,
+# top's screen is captured each half second; the last one that names
+# SESSION and shows the driver's scratch register, a frame or two into the
+# run, is kept in NAME.top.txt (check_top.py holds it to the trace).  A run
+# where no frame showed it keeps the last screen, which the check fails.
 top_capture() {
-    local name=$1 log=$2 out=$BUSPROF_RESULTS/$1.top.txt i seen=0
-    tmux new-session -d -s "top-$name" -x 120 -y 32 \
-        "busprof top --socket /run/busprof/$name.sock --interval 1" || return 0
+    local name=$1 log=$2 sid=$3 out=$BUSPROF_RESULTS/$1.top.txt i seen=0
     for i in $(seq 240); do
         grep -q '^DRIVER \(OK\|FAIL\)' "$log" 2>/dev/null && break
-        tmux capture-pane -p -t "top-$name" > "$out.new" 2>/dev/null
-        if grep -q '^0x02ff ' "$out.new"; then
+        tmux -S "$TMUX_SOCK" capture-pane -p -t "top-$name" > "$out.new" 2>/dev/null
+        if grep -q "^busprof top - session $sid," "$out.new" && grep -q '^0x02ff ' "$out.new"
+        then
             mv "$out.new" "$out"
             seen=$((seen + 1))
             [ $seen -ge 3 ] && break    # a frame or two into the driver's run
@@ -134,7 +148,7 @@ top_capture() {
     done
     [ -s "$out" ] || mv "$out.new" "$out" 2>/dev/null
     rm -f "$out.new"
-    tmux kill-session -t "top-$name" 2>/dev/null
+    tmux -S "$TMUX_SOCK" kill-session -t "top-$name" 2>/dev/null
 }
 
 # The edu phase's MMIO policy: the BAR's first half (the second half,
