@@ -149,22 +149,27 @@ int64_t Daemon::session_id(int wait_ms) {
 // at the same rate as far as Xen's calibration holds: one offset for the
 // whole session.
 void Daemon::calibrate_clock() {
-    uint64_t best = UINT64_MAX;
+    Bracket b = bracket_query(now_ns);
+    tsc_offset_ = static_cast<int64_t>(b.mid) - static_cast<int64_t>(stamp_ns(b.now));
+    clock_error_ns_ = static_cast<int64_t>(b.width / 2);
+    log(LogLevel::info, "Xen clock offset %lld ns, +/- %llu ns",
+        static_cast<long long>(tsc_offset_), static_cast<unsigned long long>(b.width / 2));
+}
+
+// The tightest of 16 brackets of a query (which reads the stamp clock) by
+// two reads of `clock`: their distance, their middle and the query's stamp.
+Daemon::Bracket Daemon::bracket_query(uint64_t (*clock)()) {
+    Bracket best{UINT64_MAX, 0, 0};
     for (int i = 0; i < 16; i++) {
-        uint64_t a = now_ns();
+        uint64_t a = clock();
         auto q = query(*hv_, dom_.domid);
-        uint64_t b = now_ns();
+        uint64_t b = clock();
         if (!q)
             throw SystemError("reading Xen's clock (XEN_BUSPROF_query)", q.error().value());
-        if (b - a < best) {
-            best = b - a;
-            tsc_offset_ =
-                static_cast<int64_t>(a + (b - a) / 2) - static_cast<int64_t>(stamp_ns(q->now));
-        }
+        if (b >= a && b - a < best.width)
+            best = Bracket{b - a, a + (b - a) / 2, q->now};
     }
-    clock_error_ns_ = static_cast<int64_t>(best / 2);
-    log(LogLevel::info, "Xen clock offset %lld ns, +/- %llu ns",
-        static_cast<long long>(tsc_offset_), static_cast<unsigned long long>(best / 2));
+    return best;
 }
 
 // Xen stamps the TSC (XEN_BUSPROF_PAGE_CLOCK_TSC): relate it to dom0's
@@ -176,18 +181,9 @@ void Daemon::calibrate_clock() {
 bool Daemon::use_tsc_clock() {
     if (!page_.stamps_tsc())
         return false;
-    int64_t best = INT64_MAX, off = 0;
-    for (int i = 0; i < 16; i++) {
-        uint64_t a = read_tsc();
-        auto q = query(*hv_, dom_.domid);
-        uint64_t b = read_tsc();
-        if (!q)
-            throw SystemError("reading Xen's clock (XEN_BUSPROF_query)", q.error().value());
-        if (b >= a && static_cast<int64_t>(b - a) < best) {
-            best = static_cast<int64_t>(b - a);
-            off = static_cast<int64_t>(q->now - (a + (b - a) / 2));
-        }
-    }
+    Bracket b = bracket_query(read_tsc);
+    int64_t best = b.width == UINT64_MAX ? INT64_MAX : static_cast<int64_t>(b.width);
+    int64_t off = static_cast<int64_t>(b.now - b.mid);
     // Xen's CPUs keep their counters in step: within the bracket, or
     // within what two CPUs' counters may differ by (a microsecond).
     int64_t slack = best / 2 + static_cast<int64_t>(page_.tsc_khz() / 1000);
@@ -200,7 +196,8 @@ bool Daemon::use_tsc_clock() {
     }
     tsc_clock_.emplace(page_.tsc_khz());
     auto p = tsc_clock_->pair();
-    clock_error_ns_ = static_cast<int64_t>(static_cast<double>(p.half) * tsc_clock_->ns_per_tick(p)) + 1;
+    clock_error_ns_ =
+        static_cast<int64_t>(static_cast<double>(p.half) * tsc_clock_->ns_per_tick(p)) + 1;
     log(LogLevel::info, "Xen stamps the TSC (%u kHz by Xen's estimate), read by this process"
         " %lld ticks from Xen's (+/- %lld)", page_.tsc_khz(), static_cast<long long>(off),
         static_cast<long long>(best / 2));

@@ -162,6 +162,10 @@ class Daemon {
     uint64_t to_ns(uint64_t tsc) const;
     void calibrate_clock();
     bool use_tsc_clock();
+    struct Bracket {
+        uint64_t width, mid, now; // two reads' distance and middle, the query's stamp
+    };
+    Bracket bracket_query(uint64_t (*clock)());
 
     DaemonConfig cfg_;
     std::unique_ptr<Hypervisor> hv_;

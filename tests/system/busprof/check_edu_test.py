@@ -171,15 +171,31 @@ def main():
     plain_oracle()
 
 
+def port_line(d, port, value):
+    """A line of QEMU's log: a 1-byte access of the UART's region."""
+    ev = "read" if d == "in" else "write"
+    return (f"memory_region_ops_{ev} cpu 0 mr 0x55d0 addr 0x{port:x} value 0x{value:x}"
+            f" size 1 name 'serial'\n")
+
+
+def com2_db(rows, sid):
+    """A trace DB holding rows (dir, port, value) in session sid, and one
+    row of another session."""
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE transactions (id INTEGER PRIMARY KEY, session_id INTEGER,"
+               " dir TEXT, port INTEGER, size INTEGER, value INTEGER)")
+    for d, port, value in rows:
+        db.execute("INSERT INTO transactions (session_id, dir, port, size, value)"
+                   " VALUES (?, ?, ?, 1, ?)", (sid, d, port, value))
+    db.execute("INSERT INTO transactions (session_id, dir, port, size, value)"
+               " VALUES (?, 'in', 767, 1, 9)", (sid + 1,))
+    return db
+
+
 def plain_oracle():
     """check_trace.py's COM2 oracle of porttest's session: QEMU's log of the
     port (COM1's lines and other devices' mixed in) against the rows."""
     from check_trace import check_plain_oracle
-
-    def port_line(d, port, value):
-        ev = "read" if d == "in" else "write"
-        return (f"memory_region_ops_{ev} cpu 0 mr 0x55d0 addr 0x{port:x} value 0x{value:x}"
-                f" size 1 name 'serial'\n")
 
     def outcome(rows, seen):
         with tempfile.TemporaryDirectory() as top:
@@ -188,15 +204,7 @@ def plain_oracle():
                     f.write(port_line("out", 0x3F8, 0x41 + i % 26))   # Xen's console on COM1
                     f.write(port_line(d, port, value))
                 f.write(trace_line("in", 0, 4, 0x010000ED))          # another device
-            db = sqlite3.connect(":memory:")
-            db.execute("CREATE TABLE transactions (id INTEGER PRIMARY KEY, session_id INTEGER,"
-                       " dir TEXT, port INTEGER, size INTEGER, value INTEGER)")
-            for d, port, value in rows:
-                db.execute("INSERT INTO transactions (session_id, dir, port, size, value)"
-                           " VALUES (3, ?, ?, 1, ?)", (d, port, value))
-            db.execute("INSERT INTO transactions (session_id, dir, port, size, value)"
-                       " VALUES (4, 'in', 767, 1, 9)")                # another session's
-            return check_plain_oracle(db, top, NAME, 3)[0]
+            return check_plain_oracle(com2_db(rows, 3), top, NAME, 3)[0]
 
     rows = [("in", 0x2FD, 0x60), ("in", 0x2FF, 0x00)]
     for i in range(20):
@@ -221,24 +229,13 @@ def stop_oracle():
     the trap's window to after it, against the session's rows."""
     from check_trace import check_stop_oracle
 
-    def port_line(d, port, value):
-        ev = "read" if d == "in" else "write"
-        return (f"memory_region_ops_{ev} cpu 1 mr 0x55d0 addr 0x{port:x} value 0x{value:x}"
-                f" size 1 name 'serial'\n")
-
     def outcome(rows, seen):
         with tempfile.TemporaryDirectory() as top:
             with open(os.path.join(top, f"qemu-trace.{NAME}-stop.log"), "w") as f:
                 for d, port, value in seen:
                     f.write(port_line(d, port, value))
                     f.write(trace_line("in", 0, 4, 0x010000ED))      # the edu loop's
-            db = sqlite3.connect(":memory:")
-            db.execute("CREATE TABLE transactions (id INTEGER PRIMARY KEY, session_id INTEGER,"
-                       " dir TEXT, port INTEGER, size INTEGER, value INTEGER)")
-            for d, port, value in rows:
-                db.execute("INSERT INTO transactions (session_id, dir, port, size, value)"
-                           " VALUES (6, ?, ?, 1, ?)", (d, port, value))
-            return check_stop_oracle(db, top, NAME, 6)
+            return check_stop_oracle(com2_db(rows, 6), top, NAME, 6)
 
     pairs = []
     for i in range(40):

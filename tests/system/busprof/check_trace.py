@@ -251,12 +251,9 @@ def check_stop_oracle(db, outdir, name, sid):
     every access COM2 saw is a row, in order, the session's last rows; once
     it was gone, COM2 saw porttest's accesses directly, and none of them is
     a row.  Returns (problems, accesses COM2 saw after the last row)."""
-    path = os.path.join(outdir, f"qemu-trace.{name}-stop.log")
-    if not os.path.exists(path):
+    seen, rows = com2_log(db, outdir, f"{name}-stop", sid)
+    if seen is None:
         return ["no QEMU log of COM2 around the stop"], None
-    seen = qemu_accesses(path, "serial", 0x2F8, 0x2FF)
-    rows = pieces(db.execute("SELECT dir, port, size, value FROM transactions"
-                             " WHERE session_id = ? ORDER BY id", (sid,)).fetchall())
     # the log begins inside the trap's window: at some row k, and holds
     # every row from there on, then only accesses without one
     k = next((k for k in range(len(rows)) if seen[:len(rows) - k] == rows[k:]), None)
@@ -532,18 +529,27 @@ def check_plain_strings(db, sid, log):
     return check_strings(rows[-1 - STRING_ACCESSES:-1], log)
 
 
+def com2_log(db, outdir, log, sid):
+    """QEMU's accesses of COM2 in qemu-trace.LOG.log, and session sid's rows
+    as QEMU logs them (a wider row as its bytes); (None, None) without the
+    log."""
+    path = os.path.join(outdir, f"qemu-trace.{log}.log")
+    if not os.path.exists(path):
+        return None, None
+    return qemu_accesses(path, "serial", 0x2F8, 0x2FF), pieces(db.execute(
+        "SELECT dir, port, size, value FROM transactions WHERE session_id = ? ORDER BY id",
+        (sid,)).fetchall())
+
+
 def check_plain_oracle(db, outdir, name, sid):
     """QEMU's own log of COM2 while dom0's trap of it was on (from before
     the guest ran to the end of porttest; dom0-busprof.sh logs it as
     qemu-trace.NAME-plain.log): every access the device saw is a row of
     porttest's session, and every row one the device saw, once, in order,
     with the same port, width and value.  Returns (problems, accesses seen)."""
-    path = os.path.join(outdir, f"qemu-trace.{name}-plain.log")
-    if not os.path.exists(path):
+    seen, rows = com2_log(db, outdir, f"{name}-plain", sid)
+    if seen is None:
         return ["no QEMU log of COM2 for porttest's session"], None
-    seen = qemu_accesses(path, "serial", 0x2F8, 0x2FF)
-    rows = pieces(db.execute("SELECT dir, port, size, value FROM transactions"
-                             " WHERE session_id = ? ORDER BY id", (sid,)).fetchall())
     if seen != rows:
         return [f"QEMU's COM2 saw {len(seen)} accesses, porttest's session holds {len(rows)}"
                 f" rows: {first_difference(seen, rows)}"], len(seen)

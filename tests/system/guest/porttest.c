@@ -239,6 +239,17 @@ static void print_string(const char *insn, unsigned port, const void *buf, int c
          asm volatile("rep ins" sfx : "+D"(d_), "+c"(c_) : "d"((unsigned short)(port)) \
                       : "memory"); } while (0)
 
+/* REP OUTS of count elements of width bytes from out, then REP INS of as
+ * many into in, both on port. */
+static void rep_out_in(int width, unsigned port, const void *out, void *in, int count)
+{
+    switch (width) {
+    case 1: REP_OUTS("b", port, out, count); REP_INS("b", port, in, count); break;
+    case 2: REP_OUTS("w", port, out, count); REP_INS("w", port, in, count); break;
+    default: REP_OUTS("l", port, out, count); REP_INS("l", port, in, count); break;
+    }
+}
+
 /*
  * porttest -s: REP OUTS then REP INS of each width on the UART's data
  * register in loopback (the usage above).  Returns the number of elements
@@ -246,10 +257,16 @@ static void print_string(const char *insn, unsigned port, const void *buf, int c
  */
 static int string_io(unsigned base)
 {
-    enum { N8 = 16, N16 = 8, N32 = 4 };     /* within the 16-byte receive FIFO */
+    /* within the 16-byte receive FIFO; the wider elements also write IER
+     * (0), and FCR and LCR as set (0x01: FIFOs on, none emptied; 0x03) */
+    static const struct { int width, count; const char *outs, *ins; uint32_t high; } kinds[] = {
+        { 1, 16, "outsb", "insb", 0 },
+        { 2, 8, "outsw", "insw", 0 },
+        { 4, 4, "outsl", "insl", 0x03010000u },
+    };
     unsigned thr = base, ier = base + 1, fcr = base + 2, lcr = base + 3, mcr = base + 4;
     unsigned char saved_lcr, saved_mcr, saved_ier, *pages, *out, *in;
-    int i, wrong = 0;
+    int i, k, wrong = 0;
 
     /* four pages, present: out crosses from the first into the second,
      * in from the third into the fourth */
@@ -269,37 +286,20 @@ static int string_io(unsigned base)
     outb(0x07, fcr);      /* FIFOs on, both emptied */
     outb(0x10, mcr);      /* loopback */
 
-    for (i = 0; i < N8; i++)
-        out[i] = (unsigned char)(0xa5 ^ (i * 29));
-    REP_OUTS("b", thr, out, N8);
-    REP_INS("b", thr, in, N8);
-    print_string("outsb", thr, out, N8, 1);
-    print_string("insb", thr, in, N8, 1);
-    for (i = 0; i < N8; i++)
-        wrong += in[i] != out[i];
+    for (k = 0; k < (int)(sizeof(kinds) / sizeof(kinds[0])); k++) {
+        int w = kinds[k].width, n = kinds[k].count;
 
-    for (i = 0; i < N16; i++) {
-        uint16_t v = (uint16_t)(0x3c + i * 41) & 0xff;     /* IER 0 */
-        memcpy(out + 2 * i, &v, 2);
-    }
-    REP_OUTS("w", thr, out, N16);
-    REP_INS("w", thr, in, N16);
-    print_string("outsw", thr, out, N16, 2);
-    print_string("insw", thr, in, N16, 2);
-    for (i = 0; i < N16; i++)
-        wrong += in[2 * i] != out[2 * i];
+        for (i = 0; i < n; i++) {
+            uint32_t v = kinds[k].high | (uint8_t)(0xa5 ^ (i * 29) ^ (k * 0x3c));
 
-    for (i = 0; i < N32; i++) {
-        /* LCR 0x03 and FCR 0x01 (FIFOs on, none emptied) as set, IER 0 */
-        uint32_t v = 0x03010000u | (uint8_t)(0xc3 + i * 77);
-        memcpy(out + 4 * i, &v, 4);
+            memcpy(out + w * i, &v, w);
+        }
+        rep_out_in(w, thr, out, in, n);
+        print_string(kinds[k].outs, thr, out, n, w);
+        print_string(kinds[k].ins, thr, in, n, w);
+        for (i = 0; i < n; i++)
+            wrong += in[w * i] != out[w * i];
     }
-    REP_OUTS("l", thr, out, N32);
-    REP_INS("l", thr, in, N32);
-    print_string("outsl", thr, out, N32, 4);
-    print_string("insl", thr, in, N32, 4);
-    for (i = 0; i < N32; i++)
-        wrong += in[4 * i] != out[4 * i];
 
     outb(saved_mcr, mcr);
     outb(saved_ier, ier);
