@@ -198,9 +198,10 @@ bool Daemon::use_tsc_clock() {
     auto p = tsc_clock_->pair();
     clock_error_ns_ =
         static_cast<int64_t>(static_cast<double>(p.half) * tsc_clock_->ns_per_tick(p)) + 1;
-    log(LogLevel::info, "Xen stamps the TSC (%u kHz by Xen's estimate), read by this process"
-        " %lld ticks from Xen's (+/- %lld)", page_.tsc_khz(), static_cast<long long>(off),
-        static_cast<long long>(best / 2));
+    log(LogLevel::info,
+        "Xen stamps the TSC (%u kHz by Xen's estimate), read by this process"
+        " %lld ticks from Xen's (+/- %lld)",
+        page_.tsc_khz(), static_cast<long long>(off), static_cast<long long>(best / 2));
     return true;
 }
 

@@ -189,7 +189,7 @@ class Daemon {
     uint64_t tick_at_ = 0;   // when it is armed for (monotonic ns); 0: not armed
     uint64_t served_ns_ = 0; // the last access's time this turn of the loop; 0: none
     int64_t tsc_offset_ = 0;
-    int64_t clock_error_ns_ = 0; // +/- of tsc_offset_ (0: Xen stamps our clock)
+    int64_t clock_error_ns_ = 0;        // +/- of tsc_offset_ (0: Xen stamps our clock)
     std::optional<TscClock> tsc_clock_; // Xen stamps the TSC, which dom0 reads too
     uint32_t seen_lost_ = 0;
     bool queue_full_reported_ = false;

@@ -47,8 +47,8 @@
  * FNV-1a (64 bits) of a record, folded into h: its id, vcpu, dir, port,
  * size, value, rip, four stamps, status, flags (but BP_RECORD_WHO), task
  * and pcpu (0 without BP_RECORD_WHO), each as 8 little-endian bytes.  The
- * trace DB's row of the record folds the same (tests/system/busprof,
- * check_trace.py): equal digests say the extract and the DB agree row for
+ * trace DB's row of the record folds the same (the system test's
+ * check_digest.py): equal digests say the extract and the DB agree row for
  * row without printing thousands of lines.
  */
 static uint64_t fold(uint64_t h, const struct bp_record *r)

@@ -617,7 +617,7 @@ TEST(KexampleCheck, DigestsCoverEveryFieldOneBlockPer1024) {
     ASSERT_EQ(kex_digests(recs.data(), recs.size(), base, 4), 3u);
     EXPECT_NE(base[0], base[1]);
     uint64_t two[2];
-    EXPECT_EQ(kex_digests(recs.data(), recs.size(), two, 2), 2u);   // at most max
+    EXPECT_EQ(kex_digests(recs.data(), recs.size(), two, 2), 2u); // at most max
     EXPECT_EQ(kex_digests(recs.data(), 0, two, 2), 0u);
     const std::pair<const char*, void (*)(bp_record&)> changes[] = {
         {"id", [](bp_record& r) { r.id++; }},
@@ -658,5 +658,5 @@ TEST(KexampleCheck, DigestsCoverEveryFieldOneBlockPer1024) {
     ASSERT_EQ(kex_digests(anon.data(), anon.size(), d, 3), 3u);
     uint64_t with_who[3];
     kex_digests(recs.data(), recs.size(), with_who, 3);
-    EXPECT_EQ(d[0], with_who[0]);   // WHO with task and pcpu 0 folds as no WHO
+    EXPECT_EQ(d[0], with_who[0]); // WHO with task and pcpu 0 folds as no WHO
 }

@@ -20,7 +20,9 @@ uint64_t fake_tsc() {
         g_tsc += 10000;
     return g_tsc;
 }
-uint64_t fake_mono() { return kBase + g_tsc / 2; } // 2 ticks per ns
+uint64_t fake_mono() {
+    return kBase + g_tsc / 2;
+} // 2 ticks per ns
 
 void reset(uint64_t tsc) {
     g_tsc = tsc;
@@ -34,9 +36,8 @@ void reset(uint64_t tsc) {
 TEST(TscClock, XensEstimateServesTheFirstSecond) {
     reset(100000000);
     TscClock c(2020000, fake_tsc, fake_mono); // 1 % fast: 2.02 ticks per ns
-    uint64_t stamp = g_tsc - 2000000;          // 1 ms ago
-    int64_t err = static_cast<int64_t>(c.to_ns(stamp)) -
-                  static_cast<int64_t>(kBase + stamp / 2);
+    uint64_t stamp = g_tsc - 2000000;         // 1 ms ago
+    int64_t err = static_cast<int64_t>(c.to_ns(stamp)) - static_cast<int64_t>(kBase + stamp / 2);
     EXPECT_GT(err, 9000);
     EXPECT_LT(err, 11000);
 }
@@ -48,8 +49,7 @@ TEST(TscClock, ASecondOnTheRateIsMeasured) {
     TscClock c(2020000, fake_tsc, fake_mono);
     g_tsc += 2 * TscClock::measure_after_ns + 1000; // a second and a bit
     uint64_t stamp = g_tsc - 2000000;
-    int64_t err = static_cast<int64_t>(c.to_ns(stamp)) -
-                  static_cast<int64_t>(kBase + stamp / 2);
+    int64_t err = static_cast<int64_t>(c.to_ns(stamp)) - static_cast<int64_t>(kBase + stamp / 2);
     EXPECT_LE(err < 0 ? -err : err, 10);
     EXPECT_NEAR(c.ns_per_tick(c.pair()), 0.5, 1e-6);
 }
@@ -60,8 +60,7 @@ TEST(TscClock, AStampAfterThePairConvertsForward) {
     reset(100000000);
     TscClock c(2000000, fake_tsc, fake_mono);
     uint64_t stamp = g_tsc + 1000;
-    int64_t err = static_cast<int64_t>(c.to_ns(stamp)) -
-                  static_cast<int64_t>(kBase + stamp / 2);
+    int64_t err = static_cast<int64_t>(c.to_ns(stamp)) - static_cast<int64_t>(kBase + stamp / 2);
     EXPECT_LE(err < 0 ? -err : err, 20);
 }
 
