@@ -30,8 +30,9 @@ its bus slice with the row's own stamps, and per port and direction the
 count, p50, p99 and max of the bus slices (export); per port and metric each
 side's count, p50, p99, their change and the Hodges-Lehmann shift (diff).
 The interval and p-value of diff are not checked (floating point).  top ran
-in dom0 while the driver's session ran (NAME.top.txt, one screen in a tmux
-window): its frame is held to the session's rows (check_top.py).
+in dom0 in a tmux window while the driver's session ran (NAME.top.stream,
+what it drew): its last frame of that session with a port, kept as
+analysis/NAME.top.txt, is held to the session's rows (check_top.py).
 Exit 0 only if every command exited 0 and every figure agrees.  The summary
 goes to stdout (system-test.sh: OUTDIR/analysis.txt).
 """
@@ -48,7 +49,7 @@ import sys
 from decimal import Decimal
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_top import check_top  # noqa: E402
+from check_top import check_top, pick  # noqa: E402
 from check_trace import driver_session, phase_session  # noqa: E402
 
 U64 = (1 << 64) - 1
@@ -592,15 +593,17 @@ def check_all(busprof, db_path, out_dir, plan, bin_dir, must=None):
     else:
         lines.append("diff: not run, it needs the driver sessions of two guests")
     for guest, driver, _ in plan:
-        path = os.path.join(os.path.dirname(out_dir), f"{guest}.top.txt")
+        path = os.path.join(os.path.dirname(out_dir), f"{guest}.top.stream")
         if driver is None:
             continue
         if not os.path.exists(path):
-            run.problems.append(f"{guest}: no screen of busprof top ({path})")
+            run.problems.append(f"{guest}: no stream of busprof top ({path})")
             continue
+        screen = pick(open(path, errors="replace").read(), driver)
+        with open(os.path.join(out_dir, f"{guest}.top.txt"), "w") as f:
+            f.write(screen or "")
         domid = next((a.domid for a in rows if a.session == driver), None)
-        problems, checked, shown = check_top(open(path, errors="replace").read(), rows, guest,
-                                             domid, driver)
+        problems, checked, shown = check_top(screen or "", rows, guest, domid, driver)
         run.problems += problems
         run.checked += checked
         lines.append(f"top: {guest}'s screen during its driver session {driver} (in a tmux"

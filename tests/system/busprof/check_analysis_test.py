@@ -206,7 +206,7 @@ def make_trace(build, top):
 
 def top_frame(db_path, sid, name):
     """A frame of busprof top (its --batch format, busprof.1) over the whole
-    session: what dom0 captures in the rig (results/NAME.top.txt)."""
+    session, as top_stream draws it."""
     db = sqlite3.connect(db_path)
     domid = db.execute("SELECT domid FROM transactions WHERE session_id = ?", (sid,)).fetchone()[0]
     lines = [f"busprof top - session {sid}, domain {name} (id {domid}), profiling"]
@@ -229,15 +229,25 @@ def top_frame(db_path, sid, name):
     return "\n".join(lines) + "\n"
 
 
+def top_stream(db_path, sid, name):
+    """What top writes to its terminal: frames on a cleared screen, lines
+    ending in CR LF; first one of the session before sid's, then sid's."""
+    frame = top_frame(db_path, sid, name).replace("\n", "\r\n")
+    other = frame.replace(f"session {sid},", f"session {sid - 1},")
+    return "\x1b[?25l\x1b[H\x1b[2J" + other + "\x1b[H\x1b[2J" + frame
+
+
 def top_cases(db_path, sid):
     """check_top over the frame and doctored copies of it."""
     from check_analysis import load
-    from check_top import check_top
+    from check_top import check_top, pick
     db = sqlite3.connect(db_path)
     rows = load(db)
     domid = db.execute("SELECT domid FROM transactions WHERE session_id = ?", (sid,)).fetchone()[0]
     db.close()
-    good = top_frame(db_path, sid, "demo-a")
+    good = pick(top_stream(db_path, sid, "demo-a"), sid)
+    assert good == top_frame(db_path, sid, "demo-a"), good
+    assert pick(top_stream(db_path, sid, "demo-a"), sid + 1) is None
     assert check_top(good, rows, "demo-a", domid, sid)[0] == [], check_top(good, rows, "demo-a",
                                                                             domid, sid)
     first = re.search(r"^0x[0-9a-f]{4} \w+ +(\d+)", good, re.M)
@@ -272,8 +282,9 @@ def main():
         db_path, bin_dir, sid, n = make_trace(opt.bin, top)
         plan = [("demo-a", sid, sid), ("demo-b", sid, sid)]   # diff: the session against itself
         for guest, *_ in plan:
-            with open(os.path.join(top, f"{guest}.top.txt"), "w") as f:
-                f.write(top_frame(db_path, sid, guest))
+            with open(os.path.join(top, f"{guest}.top.stream"), "w") as f:
+                # what top draws: a frame of another session, then this one's
+                f.write(top_stream(db_path, sid, guest))
         top_cases(db_path, sid)
         wrapper = os.path.join(top, "busprof")
         with open(wrapper, "w") as f:
@@ -297,8 +308,8 @@ def main():
             copy = os.path.join(top, f"case{i}", "trace.db")
             os.makedirs(os.path.dirname(copy))
             shutil.copy(db_path, copy)
-            for guest, *_ in plan:   # the screens of top, which the doctor leaves alone
-                shutil.copy(os.path.join(top, f"{guest}.top.txt"), os.path.dirname(copy))
+            for guest, *_ in plan:   # the streams of top, which the doctor leaves alone
+                shutil.copy(os.path.join(top, f"{guest}.top.stream"), os.path.dirname(copy))
             os.environ["DOCTOR"] = case
             os.environ["DOCTOR_DB_FLAG"] = os.path.join(top, f"case{i}.flag")
             run, _ = check_all(wrapper, copy, os.path.join(top, f"case{i}", "out"), plan, bin_dir, MUST)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only
-"""busprof system test, host side: the screen of `busprof top` that dom0
-captured in a tmux window while the example driver ran (dom0-busprof.sh,
-top_capture; results/NAME.top.txt), held to the trace DB.
+"""busprof system test, host side: a screen of `busprof top`, which dom0 ran
+in a tmux window while the example driver ran (dom0-busprof.sh, top_start;
+every byte top drew is in results/NAME.top.stream), held to the trace DB.
+The screen is the last frame of the driver's session that shows a port.
 
 A frame counts what its session recorded since the frame before, so its
 figures are a window of the session's: the checker cannot work them out
@@ -25,6 +26,23 @@ COUNTERS_RE = re.compile(r"^recorded (\d+)\s+dropped (\d+)\s+unrecorded (\d+)\s+
 ROW_RE = re.compile(r"^0x([0-9a-f]{4}) (in|out)\s+(\d+)\s+(\d+)\s+(\d+|-)\s+(\d+|-)\s+(\d+|-)"
                     r"\s+(\d+|-)\s+(\d+)\s+(\d+)\s*$", re.M)
 TOTAL_RE = re.compile(r"^total\s+(\d+)\s+(\d+)", re.M)
+
+
+ESCAPE_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+CLEAR = "\x1b[H\x1b[2J"            # top draws each frame on a cleared screen
+
+
+def frames(stream):
+    """The frames top drew, as text, from what it wrote to its terminal
+    (tmux pipe-pane: NAME.top.stream)."""
+    return [ESCAPE_RE.sub("", f).replace("\r", "") for f in stream.split(CLEAR)[1:]]
+
+
+def pick(stream, sid):
+    """The last frame of session sid that shows a port: the screen kept."""
+    shown = [f for f in frames(stream) if (h := HEADER_RE.search(f)) and h.group(1) == str(sid)
+             and ROW_RE.search(f)]
+    return shown[-1] if shown else None
 
 
 def check_top(screen, rows, name, domid, sid):

@@ -89,12 +89,11 @@ plain_phase() {
     qemu_trace off "$name-plain" || bp_t "QEMU's log of COM2 was not switched off"
     {
         bp_t "porttest of $name done (or 240 s passed): QEMU's log off, stop, rearm, untrap"
-        busprof stop --socket "$sock" && busprof rearm --socket "$sock" > "/run/$name.rearm" &&
+        busprof stop --socket "$sock" && busprof rearm --socket "$sock" &&
             busprof untrap "$name" --backend xen --ports "$PLAIN_PORTS"
         echo "plain phase rc=$?"
-        cat "/run/$name.rearm"
     } >> "$out" 2>&1
-    top_capture "$name" "$(sed -n 's/^session \([0-9]*\) is .*/\1/p' "/run/$name.rearm")"
+    top_capture "$name" "$log"
     if [ -n "$KMOD" ]; then
         # The example driver's session ends when the driver is done; the guest
         # waits until it sees an empty session, then loads the kernel modules.
@@ -116,32 +115,36 @@ plain_phase() {
 
 # top_start NAME: `busprof top` as a user runs it, in a terminal (a tmux
 # window of 120 x 32, its own tmux server), from porttest's session on: it
-# follows the daemon's rearm to the driver's session.  Its errors and exit
-# status go to NAME.top.log.
+# follows the daemon's rearm to the driver's session.  Every byte it draws
+# goes to NAME.top.stream too (tmux pipe-pane): a frame can stay on the
+# screen for milliseconds only (each frame first has the daemon flush,
+# which can take longer than top's interval, and the next frame is then
+# due at once), so no capture of the screen at intervals is sure to see
+# it; check_analysis.py takes the frames from the stream.  top's errors
+# and exit status go to NAME.top.log.
 TMUX_SOCK=/run/busprof-tmux.sock
 top_start() {
     local name=$1 err=$BUSPROF_RESULTS/$1.top.log
     tmux -S "$TMUX_SOCK" kill-session -t "top-$name" 2>/dev/null    # a retry's
+    rm -f "$BUSPROF_RESULTS/$name.top.stream"
     tmux -S "$TMUX_SOCK" new-session -d -s "top-$name" -x 120 -y 32 \
-        "busprof top --socket /run/busprof/$name.sock --interval 1 2>>$err;
-         echo TOP-EXIT \$? >> $err; sleep 600" >> "$err" 2>&1 ||
-        echo "tmux new-session failed: $?" >> "$err"
+        "sleep 0.5; busprof top --socket /run/busprof/$name.sock --interval 1 2>>$err;
+         echo TOP-EXIT \$? >> $err; sleep 600" >> "$err" 2>&1 &&
+        tmux -S "$TMUX_SOCK" pipe-pane -o -t "top-$name" \
+            "cat >> $BUSPROF_RESULTS/$name.top.stream" >> "$err" 2>&1 ||
+        echo "tmux failed: $?" >> "$err"
 }
 
-# top_capture NAME SESSION: top's screen, captured each half second until
-# a frame names SESSION (the example driver's) and shows the driver's
-# scratch register, 20 s at most: that one is kept in NAME.top.txt
-# (check_top.py holds it to the trace), else the last screen, which the
-# check fails.  The driver's run is a few seconds, and a frame that names
-# its session may come only after it: each frame first has the daemon
-# flush, which can take longer than top's interval.
+# top_capture NAME LOG: once the example driver is done (its DRIVER line,
+# 60 s at most) and top has had 3 s more to draw the frames of its
+# session, top's window is closed.
 top_capture() {
-    local name=$1 sid=$2 out=$BUSPROF_RESULTS/$1.top.txt i
-    for i in $(seq 40); do
-        tmux -S "$TMUX_SOCK" capture-pane -p -t "top-$name" > "$out" 2>/dev/null
-        grep -q "^busprof top - session $sid," "$out" && grep -q '^0x02ff ' "$out" && break
+    local name=$1 log=$2 i
+    for i in $(seq 120); do
+        grep -q '^DRIVER \(OK\|FAIL\)' "$log" 2>/dev/null && break
         sleep 0.5
     done
+    sleep 3
     tmux -S "$TMUX_SOCK" kill-session -t "top-$name" 2>/dev/null
 }
 
