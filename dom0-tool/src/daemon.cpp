@@ -195,7 +195,7 @@ bool Daemon::use_tsc_clock() {
         return false;
     }
     tsc_clock_.emplace(page_.tsc_khz());
-    auto p = tsc_clock_->pair();
+    const TscClock::Pair& p = tsc_clock_->first();
     clock_error_ns_ =
         static_cast<int64_t>(static_cast<double>(p.half) * tsc_clock_->ns_per_tick(p)) + 1;
     log(LogLevel::info,

@@ -207,6 +207,7 @@ def make_trace(build, top):
 def top_frame(db_path, sid, name):
     """A frame of busprof top (its --batch format, busprof.1) over the whole
     session, as top_stream draws it."""
+    from check_analysis import nearest_rank
     db = sqlite3.connect(db_path)
     domid = db.execute("SELECT domid FROM transactions WHERE session_id = ?", (sid,)).fetchone()[0]
     lines = [f"busprof top - session {sid}, domain {name} (id {domid}), profiling"]
@@ -222,7 +223,7 @@ def top_frame(db_path, sid, name):
     for port, d, bus in rows:
         groups.setdefault((port, d), []).append(bus)
     for (port, d), bus in sorted(groups.items()):
-        p50, p99 = bus[-(-len(bus) * 50 // 100) - 1], bus[-(-len(bus) * 99 // 100) - 1]
+        p50, p99 = nearest_rank(bus, 50), nearest_rank(bus, 99)
         lines.append(f"0x{port:04x} {d:<3} {len(bus):>9} {len(bus):>9} {p50:>11} {p99:>11}"
                      f" {'-':>11} {'-':>11} {0:>6} {0:>8}")
     lines.append(f"total     {len(rows):>9} {len(rows):>9}")

@@ -34,7 +34,6 @@ STRING_RE = re.compile(r"^STRING (outs|ins)([bwl]) port 0x([0-9a-f]+) count (\d+
 UART_RE = re.compile(r"^STRING-UART lcr 0x([0-9a-f]+) mcr 0x([0-9a-f]+) ier 0x([0-9a-f]+)",
                      re.M)
 WIDTH = {"b": 1, "w": 2, "l": 4}
-INSTRUCTIONS = 6                          # outsb insb outsw insw outsl insl
 ELEMENTS = 2 * (16 + 8 + 4)
 STRING_ACCESSES = 3 + 4 + ELEMENTS + 3    # framed by the saves and the restores
 

@@ -58,11 +58,16 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now(void)
+static uint64_t ns_now(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static double now(void)
+{
+    return ns_now() / 1e9;
 }
 
 /* After a pair of a timed loop: the longest pair so far, and whether the
@@ -112,13 +117,6 @@ static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
-}
-
-static uint64_t ns_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
 /* The nearest-rank percentile pct of n sorted values. */
