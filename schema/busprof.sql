@@ -48,8 +48,13 @@ CREATE TABLE IF NOT EXISTS sessions (
 -- latency_totals and latency_buckets.  A file written by an older busprof
 -- keeps the index it has; for many lookups of single ports in a big trace,
 -- add it yourself: CREATE INDEX transactions_by_port ON transactions (domid, port);
+-- A row is written once its vCPU resumed from the access, and vCPUs resume in
+-- their own time; a row waits for those served before it, so that ids keep
+-- the order of service across vCPUs too.  Two things end the wait early: a
+-- guest's extract, stop_trap or pause (its records go with it, past an access
+-- of another vCPU that has not resumed yet), and 1024 rows waiting.
 CREATE TABLE IF NOT EXISTS transactions (
-    id INTEGER PRIMARY KEY,            -- transaction id, increasing in the order the daemon served them
+    id INTEGER PRIMARY KEY,            -- transaction id, increasing in the order the daemon served them (but for the two early ends above the table)
     session_id INTEGER NOT NULL REFERENCES sessions(id), -- session it belongs to
     domid INTEGER NOT NULL,            -- Xen domain id of the guest that made the access
     vcpu INTEGER NOT NULL,             -- the guest's vCPU that executed the instruction
@@ -89,7 +94,7 @@ CREATE TABLE IF NOT EXISTS transactions (
 -- (t_bus_begin_ns, on one clock), and a command that shows both reads two
 -- tables.
 CREATE TABLE IF NOT EXISTS mmio_transactions (
-    id INTEGER PRIMARY KEY,            -- memory-mapped transaction id, increasing in the order the daemon served them (its own sequence, apart from transactions.id)
+    id INTEGER PRIMARY KEY,            -- memory-mapped transaction id, increasing in the order the daemon served them as transactions.id does (its own sequence, apart from transactions.id)
     session_id INTEGER NOT NULL REFERENCES sessions(id), -- session it belongs to
     domid INTEGER NOT NULL,            -- Xen domain id of the guest that made the access
     vcpu INTEGER NOT NULL,             -- the guest's vCPU that executed the instruction

@@ -54,6 +54,7 @@ Daemon::Daemon(DaemonConfig cfg) : cfg_(std::move(cfg)), session_(cfg_.triggers)
     if (chan_->nr_vcpus > XEN_BUSPROF_MAX_VCPUS)
         throw SystemError("attach reported " + std::to_string(chan_->nr_vcpus) + " vCPUs", EPROTO);
     pending_.resize(chan_->nr_vcpus);
+    settled_.reserve(kSettledMax + 1);
     abandoned_.resize(chan_->nr_vcpus);
     for (unsigned v = 0; v < chan_->nr_vcpus; v++)
         last_stamp_seq_[v] = page_.routed(v);
@@ -503,7 +504,7 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m, const BusprofPage::Span& spa
     case XEN_BUSPROF_CTRL_extract: {
         // Everything the guest did before asking is complete: its vCPU
         // resumed from each access before it could ask.
-        finalize_all(false);
+        barrier();
         const bool mmio = span.space == XEN_BUSPROF_SPACE_MMIO;
         Marker mk{session_ord_,
                   "extract",
@@ -573,7 +574,7 @@ void Daemon::on_trap_ctrl(const xen_busprof_ctrl_msg& m, uint64_t t, int vcpu, b
             transition(nullptr, "start_trap", t);
         return;
     }
-    finalize_all(false);
+    barrier();
     auto it = std::find(traps_.begin(), traps_.end(), std::make_pair(m.first, m.last));
     if (it != traps_.end())
         traps_.erase(it);
@@ -604,7 +605,7 @@ void Daemon::on_mmio_trap_ctrl(const xen_busprof_ctrl_msg& m, const BusprofPage:
             transition(nullptr, "start_trap", t);
         return;
     }
-    finalize_all(false);
+    barrier();
     auto it = std::find(mmio_traps_.begin(), mmio_traps_.end(), r);
     if (it != mmio_traps_.end())
         mmio_traps_.erase(it);
@@ -622,7 +623,7 @@ void Daemon::on_guest_pause(bool pause, uint64_t t, int vcpu, const std::string&
     SessionState from = pause ? SessionState::profiling : SessionState::paused;
     if (session_.state() != from)
         return;
-    finalize_all(false);
+    barrier();
     session_.apply(pause ? SessionAction::pause : SessionAction::resume, t);
     counters_.notes_dropped += !producer_->add_marker(
         {session_ord_, pause ? "pause" : "resume", vcpu, -1, -1, t, "guest", origin}, true);
@@ -643,7 +644,7 @@ void Daemon::timed_out(unsigned v, uint64_t t) {
         }
         pd.r.t_resume_ns = t;
         pd.valid = false;
-        complete(pd);
+        settle(pd);
         return;
     }
     abandoned_[v] = true;
@@ -795,6 +796,7 @@ void Daemon::keep_pending(unsigned v, const Access& a) {
     Pending& pd = pending_[v];
     pd.valid = true;
     pd.seq = a.trap.seq;
+    pd.served = ++served_count_;
     pd.r = Record{};
     pd.r.session_id = session_ord_;
     pd.r.domid = dom_.domid;
@@ -829,7 +831,7 @@ void Daemon::keep_pending(unsigned v, const Access& a) {
         // No resume will come for it.
         pd.r.t_resume_ns = now;
         pd.valid = false;
-        complete(pd);
+        settle(pd);
     }
 }
 
@@ -878,7 +880,36 @@ void Daemon::finalize(unsigned v, bool force) {
         return;
     }
     pd.valid = false;
-    complete(pd);
+    settle(pd);
+}
+
+// A record is whole when its vCPU resumed, and vCPUs resume in their own
+// time: one served later may resume first (an access's vCPU exits its
+// wait after the daemon's turn has looked at the page).  So a whole record
+// waits here for those served before it, and ids keep the order of
+// service across vCPUs.  The wait is bounded: a vCPU kept from resuming
+// (paused by a debugger) holds the others' records at most kSettledMax
+// records long, and a guest's extract, stop_trap or pause (barrier())
+// takes every whole record with it.
+void Daemon::settle(const Pending& pd) {
+    auto at = std::find_if(settled_.rbegin(), settled_.rend(),
+                           [&](const Pending& s) { return s.served < pd.served; });
+    settled_.insert(at.base(), pd);
+    release_settled(settled_.size() > kSettledMax);
+}
+
+// Queues the whole records served before every access still pending, or
+// all of them.
+void Daemon::release_settled(bool all) {
+    uint64_t open = UINT64_MAX;
+    if (!all)
+        for (const Pending& p : pending_)
+            if (p.valid)
+                open = std::min(open, p.served);
+    size_t n = 0;
+    while (n < settled_.size() && settled_[n].served < open)
+        complete(settled_[n++]);
+    settled_.erase(settled_.begin(), settled_.begin() + static_cast<ptrdiff_t>(n));
 }
 
 // A served access whose record is whole: queued if the session records it,
@@ -916,6 +947,15 @@ void Daemon::flush_pre_window() {
 void Daemon::finalize_all(bool force) {
     for (unsigned v = 0; v < pending_.size(); v++)
         finalize(v, force);
+}
+
+// Before a guest's extract, stop_trap or pause: what its vCPU did before
+// is whole (the vCPU resumed from each access before it could ask) and
+// goes to the writer, even past an access of another vCPU that has not
+// resumed yet.
+void Daemon::barrier() {
+    finalize_all(false);
+    release_settled(true);
 }
 
 // The daemon stops while the guest may be in the middle of an access.

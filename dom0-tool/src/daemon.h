@@ -100,6 +100,7 @@ class Daemon {
         bool record = false;
         bool pre = false; // served before the start: for the pre-trigger window
         uint64_t seq = 0;
+        uint64_t served = 0; // the daemon's count of accesses served, this one's
         Record r{};
     };
     struct Request {
@@ -147,7 +148,10 @@ class Daemon {
     void timed_out(unsigned v, uint64_t t);
     void finalize(unsigned v, bool force);
     void finalize_all(bool force);
+    void barrier();
     void drain();
+    void settle(const Pending& pd);
+    void release_settled(bool all);
     void complete(const Pending& pd);
     void flush_pre_window();
     void queue_record(Record r);
@@ -178,6 +182,11 @@ class Daemon {
 
     // ioreq thread only
     std::vector<Pending> pending_;
+    // Whole records that wait for an access served before them, still
+    // pending on another vCPU: ids follow the order of service.
+    std::vector<Pending> settled_; // reserved: serving allocates nothing
+    static constexpr size_t kSettledMax = 1024;
+    uint64_t served_count_ = 0;
     std::deque<Record> pre_window_; // the last --pre-trigger accesses before the start
     std::vector<bool> abandoned_;   // Xen gave up on the vCPU's request
     std::vector<std::pair<uint16_t, uint16_t>> traps_;        // trapped now

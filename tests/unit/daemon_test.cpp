@@ -256,6 +256,10 @@ class FakeChannel : public Channel {
         if (!cv_.wait_for(lk, std::chrono::seconds(10), [&] { return answered_[v] >= want; }))
             ADD_FAILURE() << "vCPU " << v << " was never answered";
         lk.unlock();
+        return wake(v);
+    }
+    // Resumes vCPU v from the access answer() waited for.
+    uint32_t wake(unsigned v) {
         ioreq_t* p = &ioreq->vcpu_ioreq[v];
         EXPECT_EQ(unsigned{ioreq_state(p)}, unsigned{STATE_IORESP_READY});
         uint32_t value = static_cast<uint32_t>(p->data);
@@ -757,6 +761,34 @@ TEST_F(DaemonTest, AnAccessWhoseEventWasLostIsServedWithinATick) {
     EXPECT_EQ(scalar("SELECT count(*) FROM transactions WHERE status = 'ok'"), 3);
 }
 
+// vCPUs resume in their own time, and one served later may resume first:
+// its record waits for the earlier one, so ids follow the order of service.
+TEST_F(DaemonTest, IdsFollowTheOrderOfServiceWhicheverVcpuResumesFirst) {
+    start();
+    chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
+    chan->report({Channel::Ev::ring, 0});
+    chan->send(1, 0x2fd, false);
+    chan->answer(1); // answered; vCPU 1 not resumed yet
+    chan->send(0, 0x2f8, true, 0x11);
+    chan->resume(0);
+    chan->send(0, 0x2f9, true, 0x22);
+    chan->resume(0);
+    // Several turns of the loop with vCPU 0's records whole.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    chan->wake(1);
+    chan->send(0, 0x2fa, true, 0x33);
+    chan->resume(0);
+    EXPECT_EQ(finish(), EXIT_SUCCESS);
+    Db db = Db::open(cfg.db, false);
+    Stmt q(db.get(), "SELECT vcpu, port FROM transactions ORDER BY id");
+    std::vector<std::pair<int64_t, int64_t>> got;
+    while (q.step())
+        got.emplace_back(sqlite3_column_int64(q.get(), 0), sqlite3_column_int64(q.get(), 1));
+    const std::vector<std::pair<int64_t, int64_t>> want = {
+        {1, 0x2fd}, {0, 0x2f8}, {0, 0x2f9}, {0, 0x2fa}};
+    EXPECT_EQ(got, want);
+}
+
 // A range the bus refuses (ioperm failed) is never served: the access is
 // answered as an unclaimed port and the device is not touched, also after
 // the daemon read Xen's table again.
@@ -873,6 +905,39 @@ TEST_F(DaemonTest, TheWriterAnswersAnExtractNotTheIoreqThread) {
                   XEN_BUSPROF_RECORD_WHO);
         EXPECT_EQ(seen.recs[i].task, 4242u); // FakeChannel::send's who[]
     }
+}
+
+// A guest's extract takes its own vCPU's records, which another vCPU that
+// has not resumed holds back no longer.
+TEST_F(DaemonTest, AnExtractTakesItsVcpusRecordsPastAnotherVcpusWait) {
+    ReplySeen seen;
+    std::promise<void> replied;
+    EXPECT_CALL(*hv, op(XEN_BUSPROF_extract_reply, _, _, _, _))
+        .WillOnce(Invoke([&](unsigned, void* arg, size_t, const void* recs, size_t n) -> Status {
+            seen = decode_reply(arg, recs, n);
+            replied.set_value();
+            return Ok{};
+        }));
+    start();
+    chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
+    chan->report({Channel::Ev::ring, 0});
+    chan->send(1, 0x2fd, false);
+    chan->answer(1); // vCPU 1 not resumed
+    for (uint32_t i = 0; i < 2; i++) {
+        chan->send(0, 0x2f8, true, 0x40 + i);
+        chan->resume(0);
+    }
+    chan->post(XEN_BUSPROF_CTRL_extract, 0x2f8, 0x2ff);
+    chan->report({Channel::Ev::ring, 0});
+    auto f = replied.get_future();
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    chan->wake(1);
+    EXPECT_EQ(finish(), EXIT_SUCCESS);
+    ASSERT_EQ(seen.nr, 2u);
+    EXPECT_EQ(seen.recs[0].rec.value, 0x40u);
+    EXPECT_EQ(seen.recs[1].rec.value, 0x41u);
+    // vCPU 1's record, whole after the extract, is after them.
+    EXPECT_EQ(scalar("SELECT vcpu FROM transactions ORDER BY id DESC LIMIT 1"), 1);
 }
 
 // The writer's extract reply goes through a hypervisor handle of its own
