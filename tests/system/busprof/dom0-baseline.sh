@@ -18,7 +18,7 @@ export BUSPROF_SUCCESS_RE='^SCRATCH-OK'
 # (tests/system/README.md, "Known bug: xl crashes")?
 PROBE_PID=
 start_probe() {     # NAME DOMID
-    PATH=$PATH:/busprof/bin:/usr/local/bin ioreq-probe "$2" 1 900 > "$BUSPROF_RESULTS/probe.log" 2>&1 &
+    PATH=$PATH:/busprof/bin:/usr/local/bin ioreq-probe "$2" 0 900 > "$BUSPROF_RESULTS/probe.log" 2>&1 &
     PROBE_PID=$!
     sleep 2; cat "$BUSPROF_RESULTS/probe.log"
 }

@@ -224,7 +224,7 @@ relative_phase() {
     # The probe runs at the nice value of the daemon's thread that serves the
     # guest (busprof daemon --serve-nice, -10): the two paths compared wait
     # alike for dom0's CPU.  qemu-xen runs as xl starts it.
-    nice -n -10 ioreq-probe "$domid" 1 600 "$RELATIVE_PORTS" > "$BUSPROF_RESULTS/$name.probe.log" 2>&1 &
+    nice -n -10 ioreq-probe "$domid" 0 600 "$RELATIVE_PORTS" > "$BUSPROF_RESULTS/$name.probe.log" 2>&1 &
     echo $! > "/run/busprof/$name.probe.pid"
     quiet_wait_for 'RELATIVE: exit status' "$log" 200
     sched_snapshot "$BUSPROF_RESULTS/$name.sched-end"
@@ -431,6 +431,14 @@ stop_daemon() {     # NAME: before a retry, and after the guest is gone
 }
 RUN_GUEST_HOOK=attach_daemon
 RUN_GUEST_RETRY_HOOK=stop_daemon
+# With each heartbeat of a guest that runs long: what its daemons say.
+daemon_status() {
+    local s
+    for s in /run/busprof/"$1"*.sock; do
+        [ -S "$s" ] && bp_t "$(basename "$s" .sock): $(timeout 5 busprof status --socket "$s" 2>&1)"
+    done
+}
+HEARTBEAT_HOOK=daemon_status
 
 for g in ${BUSPROF_GUESTS:-pvh hvm}; do
     cfg=$BUSPROF_CFG/$g.cfg

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * ioreq-probe DOMID NR_VCPUS SECONDS [FIRST-LAST]: a second emulator that is
- * not busprof.  It creates, maps (XENMEM_acquire_resource) and enables an
+ * not busprof.  NR_VCPUS 0: every vCPU the ioreq page has an event channel
+ * for (a vCPU whose channel is not bound waits for its answer forever).  It creates, maps (XENMEM_acquire_resource) and enables an
  * ioreq server for DOMID, binds its event channels and answers every request
  * it gets (the broadcasts every enabled server receives) for SECONDS or until
  * SIGTERM, as busprof's daemon does, without any busprof sub-op.  The control
@@ -73,9 +74,9 @@ int main(int argc, char **argv)
     void *addr = NULL;
     evtchn_port_t local[64];
 
-    if ( nr < 1 || nr > 64 )
+    if ( nr < 0 || nr > 64 )
     {
-        fprintf(stderr, "ioreq-probe: NR_VCPUS must be 1..64\n");
+        fprintf(stderr, "ioreq-probe: NR_VCPUS must be 0..64\n");
         return 2;
     }
     unsigned long served = 0;
@@ -92,6 +93,10 @@ int main(int argc, char **argv)
         { perror("map_io_range"); return 1; }
     shared_iopage_t *pg = addr;
     if ( xendevicemodel_set_ioreq_server_state(dm, domid, id, 1) ) { perror("enable"); return 1; }
+    if ( nr == 0 )  /* Xen writes the ports when the server is enabled */
+        for ( int v = 0; v < 64; v++ )
+            if ( pg->vcpu_ioreq[v].vp_eport )
+                nr = v + 1;
     for ( int v = 0; v < nr; v++ )
     {
         int p = xenevtchn_bind_interdomain(ev, domid, pg->vcpu_ioreq[v].vp_eport);
@@ -99,10 +104,10 @@ int main(int argc, char **argv)
         local[v] = p;
     }
     if ( ranged )
-        printf("ioreq-probe: server %u of domain %d enabled, serving ports 0x%lx-0x%lx\n",
-               id, domid, first, last);
+        printf("ioreq-probe: server %u of domain %d enabled for %d vCPUs, serving ports"
+               " 0x%lx-0x%lx\n", id, domid, nr, first, last);
     else
-        printf("ioreq-probe: server %u of domain %d enabled\n", id, domid);
+        printf("ioreq-probe: server %u of domain %d enabled for %d vCPUs\n", id, domid, nr);
     fflush(stdout);
     unsigned long ranged_served = 0;
     while ( !stop && time(NULL) < end )

@@ -325,7 +325,11 @@ _run_guest_once() {
         fi
         sleep 0.5; i=$((i + 1))
         # heartbeat: the host's hang watchdog expects output at least every few minutes
-        [ $((i % 60)) = 0 ] && bp_t "guest $name: still running ($((i / 2))s)"
+        if [ $((i % 60)) = 0 ]; then
+            bp_t "guest $name: still running ($((i / 2))s); its console's last line:" \
+                "$(tr -d '\r' < "$log" 2>/dev/null | grep -v '^[[:space:]]*$' | tail -n1 | cut -c1-160)"
+            [ -n "${HEARTBEAT_HOOK:-}" ] && "$HEARTBEAT_HOOK" "$name"
+        fi
         [ $i = 60 ] && snapshot "$name-30s"
     done
     local secs
