@@ -22,11 +22,12 @@
 #   command-line words; no commas in the dom0 ones), BUSPROF_QEMU_MEM (2048),
 #   BUSPROF_QEMU_SMP (physical CPUs Xen gets, default 2), BUSPROF_QEMU_TCG (multi or
 #   single: one host thread per emulated CPU, or one for all; default multi),
-#   BUSPROF_QEMU_CPU (QEMU's -cpu, default max,-avx,-avx2), BUSPROF_DOM0_VCPUS (1).
+#   BUSPROF_QEMU_CPU (QEMU's -cpu, default max,-avx,-avx2), BUSPROF_DOM0_VCPUS (1),
+#   BUSPROF_GUEST_VCPUS (1: the PVH and HVM guests' vcpus, busprof.guestvcpus=N).
 #   The defaults keep clear of two faults of this emulated machine that the
 #   unpatched Xen shows too (tests/system/README.md, "Known bug: xl crashes"):
-#   dom0's processes corrupted while dom0 runs on two vCPUs, a guest process
-#   killed by #UD on an AVX instruction.
+#   dom0's processes corrupted while dom0 or a guest runs on two vCPUs, a
+#   guest process killed by #UD on an AVX instruction.
 #   BUSPROF_QUIET=1 (no live progress lines).
 # QEMU's log of its devices' accesses (trace events memory_region_ops_read/write,
 # qemu-trace.NAME.log) is switched on and off through the monitor when dom0 asks on
@@ -46,6 +47,7 @@ done
 GUESTS=${BUSPROF_GUESTS:-pv pvh hvm}
 DOM0_ARGS="console=hvc0 earlyprintk=xen busprof.guests=$(echo $GUESTS | tr ' ' '+')"
 [ -n "${BUSPROF_GUEST_TIMEOUT:-}" ] && DOM0_ARGS+=" busprof.timeout=$BUSPROF_GUEST_TIMEOUT"
+[ "${BUSPROF_GUEST_VCPUS:-1}" = 1 ] || DOM0_ARGS+=" busprof.guestvcpus=$BUSPROF_GUEST_VCPUS"
 [ -n "${BUSPROF_DOM0_ARGS:-}" ] && DOM0_ARGS+=" $BUSPROF_DOM0_ARGS"
 case "$DOM0_ARGS" in *,*) die "dom0 arguments must not contain commas (QEMU splits -initrd on them)";; esac
 # busprof-tsc: QEMU's TCG gives every vCPU the host's counter but cannot

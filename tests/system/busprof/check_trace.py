@@ -13,7 +13,11 @@ Exit 0 only if, for every guest:
     guest RIP; the session's clock_skew_ns is the largest contradiction;
   - bp_extract returned as many records as the DB holds for the range, the
     driver's 5100 accesses (-n 1700), and equal to them row for row: the
-    driver's DIGEST line (-d) against the rows' (check_digest.py);
+    driver's DIGEST line (-d) against the rows' (check_digest.py); with
+    guests of two vCPUs (BUSPROF_GUEST_VCPUS=2: busprof.guestvcpus=2 in
+    qemu-cmdline.txt) its 10205 (-t 2: a thread on each vCPU at once), each
+    vCPU's rows its thread's, complete and read back right, naming both
+    pCPUs (check_vcpus);
   - porttest, which never calls busprof, ran first under the COM2 trap dom0 set
     (busprof trap): QEMU's own log of COM2 over that time holds exactly the
     session's rows, in order, a wider row as its bytes (check_plain_oracle);
@@ -71,7 +75,12 @@ PLAIN_PAIRS = 8 + 100                   # porttest -s 100: its fixed values, the
 # LSR and scratch first, then the pairs, the string I/O, the restore last
 PLAIN_ACCESSES = 2 + 2 * PLAIN_PAIRS + STRING_ACCESSES + 1
 DRIVER_ITERATIONS = 1700                # busprof-guest.sh: busprof-example-driver -n 1700
-VCPUS = 1                               # the guests' vcpus (dom0/cfg)
+VCPUS = 1                               # the guests' vCPUs: main() reads the run's
+# One vCPU: 3 accesses an iteration.  Two (-t 2): a thread on each vCPU, and
+# the main thread's 5 on vCPU 0 (LCR and DLL saved, DLAB set, both put back).
+DRIVER_ACCESSES = {0: 3 * DRIVER_ITERATIONS}
+DRIVER_ACCESSES_2 = {0: 3 * DRIVER_ITERATIONS + 5, 1: 3 * DRIVER_ITERATIONS}
+DRIVER_REGISTER = {0: 0x2FF, 1: 0x2F8}  # each thread's: the scratch register, DLL
 KMOD_ITERATIONS = 1700                  # busprof-guest.sh: insmod ... iterations=1700
 # 3 accesses an iteration: 5100 records each, more than 4 of bp_extract's
 # pages of at most 1024 (XEN_BUSPROF_EXTRACT_MAX): extract pages on real Xen
@@ -110,9 +119,11 @@ def check_guest(db, outdir, name, kmod):
     n = q("SELECT count(*) FROM transactions WHERE session_id = ? AND port BETWEEN 760 AND 767")[0]
     if extracted is not None and n != extracted:
         problems.append(f"bp_extract returned {extracted} records, the DB has {n}")
-    if n != 3 * DRIVER_ITERATIONS or n < AT_SCALE:
+    if n != sum(DRIVER_ACCESSES.values()) or n < AT_SCALE:
         problems.append(f"the driver's session has {n} records, not its"
-                        f" {3 * DRIVER_ITERATIONS} accesses (at least {AT_SCALE})")
+                        f" {sum(DRIVER_ACCESSES.values())} accesses (at least {AT_SCALE})")
+    if VCPUS >= 2:
+        problems += check_vcpus(db, sid, log)
     problems += [f"the driver's extract: {p}"
                  for p in check_digest(db, sid, 0x2F8, 0x2FF, log, "uart")[0]]
     if n == 0:
@@ -154,6 +165,45 @@ def check_guest(db, outdir, name, kmod):
         problems += [f"the module's session: {p}" for p in check_kmod(db, kmod_sid, domid, log)]
         lines.append((name + "/kmod", domid) + figures(db, kmod_sid))
     return problems, lines
+
+
+def check_vcpus(db, sid, log):
+    """The driver's two threads, at once on vCPUs 0 and 1 (-t 2): each
+    vCPU's rows are complete (as many as its thread and, on vCPU 0, the
+    main thread made), each thread's register on its own vCPU, every value
+    read back the one its thread wrote before; the driver's VCPU line says
+    the same; the pCPU column names both physical CPUs."""
+    problems = []
+    rows = db.execute("SELECT vcpu, port, dir, value, pcpu FROM transactions"
+                      " WHERE session_id = ? AND port BETWEEN 760 AND 767 ORDER BY id",
+                      (sid,)).fetchall()
+    per = {}
+    for r in rows:
+        per.setdefault(r[0], []).append(r)
+    counts = {v: len(a) for v, a in per.items()}
+    if counts != DRIVER_ACCESSES:
+        problems.append(f"rows per vCPU {counts}, the threads made {DRIVER_ACCESSES}")
+    m = re.search(r"^VCPU uart:((?: vcpu \d+ \d+)+) records", log, re.M)
+    said = {int(a): int(b) for a, b in re.findall(r"vcpu (\d+) (\d+)", m.group(1))} if m else None
+    if said != counts:
+        problems.append(f"the driver's extract says {said} records per vCPU, the DB {counts}")
+    if "THREADS uart: vCPU 0 port 0x2ff, vCPU 1 port 0x2f8" not in log:
+        problems.append("the driver did not run a thread on each vCPU (no THREADS line)")
+    for v, reg in DRIVER_REGISTER.items():
+        # vCPU 0 also has the main thread's: LCR, DLAB on, DLL saved first,
+        # DLL and LCR put back last
+        mine = per.get(v, [])[3:-2] if v == 0 else per.get(v, [])
+        wrong = [(a, b) for a, b in zip(mine[0::3], mine[1::3])
+                 if (a[1], a[2], b[1], b[2]) != (reg, "out", reg, "in") or a[3] != b[3]]
+        lsr = [c for c in mine[2::3] if (c[1], c[2]) != (0x2FD, "in")]
+        if wrong or lsr or len(mine) != 3 * DRIVER_ITERATIONS:
+            problems.append(f"vCPU {v}: {len(wrong)} of its {len(mine) // 3} write/read pairs on"
+                            f" port 0x{reg:x} wrong or read back another value, {len(lsr)} status"
+                            f" reads elsewhere, e.g. {(wrong or [lsr[:1]] or [None])[0]}")
+    pcpus = {r[4] for r in rows}
+    if None in pcpus or len(pcpus) < 2:
+        problems.append(f"the driver's rows name the pCPUs {sorted(pcpus, key=str)}, not both")
+    return problems
 
 
 def driver_sessions(db, outdir, name):
@@ -556,10 +606,25 @@ def check_plain_oracle(db, outdir, name, sid):
     return [], len(seen)
 
 
+def guest_vcpus(outdir):
+    """The guests' vCPUs in the run: busprof.guestvcpus=N on dom0's command
+    line (stage-boot.sh, BUSPROF_GUEST_VCPUS), 1 without it."""
+    try:
+        with open(os.path.join(outdir, "qemu-cmdline.txt")) as f:
+            m = re.search(r"busprof\.guestvcpus=(\d+)", f.read())
+    except OSError:
+        return 1
+    return int(m.group(1)) if m else 1
+
+
 def main():
+    global VCPUS, DRIVER_ACCESSES
     args = sys.argv[1:]
     kmod = bool(args) and args[0] == "--kmod"
     outdir, names = args[kmod], args[kmod + 1:]
+    VCPUS = guest_vcpus(outdir)
+    if VCPUS >= 2:
+        DRIVER_ACCESSES = DRIVER_ACCESSES_2
     db_path = os.path.join(outdir, "trace.db")
     if not os.path.exists(db_path):
         print(f"system-test: FAIL: no trace DB at {db_path}")

@@ -302,6 +302,10 @@ _run_guest_once() {
     log=$(guest_log "$name" "$type")
     out=$BUSPROF_RESULTS/guests/$name
     [ "$type" = hvm ] && ovr=("serial=\"file:$log\"")
+    # BUSPROF_GUEST_VCPUS (stage-boot.sh): the PVH and HVM guests' vCPUs
+    local vcpus
+    vcpus=$(sed -n 's/.*busprof\.guestvcpus=\([0-9]*\).*/\1/p' /proc/cmdline)
+    [ -n "$vcpus" ] && [ "$type" != pv ] && ovr+=("vcpus=$vcpus")
     rm -f "$log"
     t0=$(cut -d' ' -f1 /proc/uptime)
     bp_t "guest $name ($type): xl create -p $cfg $*"
