@@ -422,6 +422,16 @@ class DaemonTest : public ::testing::Test {
             chan->resume(v);
         }
     }
+    // n writes of vCPU v to port, first, first + 1, ..., each resumed, then
+    // the guest's extract of COM2.
+    void writes_then_extract(unsigned v, uint16_t port, uint32_t first, uint32_t n) {
+        for (uint32_t i = 0; i < n; i++) {
+            chan->send(v, port, true, first + i);
+            chan->resume(v);
+        }
+        chan->post(XEN_BUSPROF_CTRL_extract, 0x2f8, 0x2ff);
+        chan->report({Channel::Ev::ring, 0});
+    }
     int finish() {
         daemon->stop("test");
         runner.join();
@@ -865,6 +875,24 @@ static ReplySeen decode_reply(void* arg, const void* recs, size_t bytes) {
     return r;
 }
 
+// The one extract reply a test expects of the daemon, decoded.
+struct OneReply {
+    ReplySeen seen;
+    std::promise<void> done;
+    void expect(FakeHypervisor& hv) {
+        EXPECT_CALL(hv, op(XEN_BUSPROF_extract_reply, _, _, _, _))
+            .WillOnce(
+                Invoke([this](unsigned, void* arg, size_t, const void* recs, size_t n) -> Status {
+                    seen = decode_reply(arg, recs, n);
+                    done.set_value();
+                    return Ok{};
+                }));
+    }
+    bool came() {
+        return done.get_future().wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+    }
+};
+
 // The guest's extract is answered by the writer thread, which owns the DB,
 // never by the thread that serves the guest's accesses; a Xen of interface
 // 1.2 gets extended records that say who made each access.
@@ -910,32 +938,20 @@ TEST_F(DaemonTest, TheWriterAnswersAnExtractNotTheIoreqThread) {
 // A guest's extract takes its own vCPU's records, which another vCPU that
 // has not resumed holds back no longer.
 TEST_F(DaemonTest, AnExtractTakesItsVcpusRecordsPastAnotherVcpusWait) {
-    ReplySeen seen;
-    std::promise<void> replied;
-    EXPECT_CALL(*hv, op(XEN_BUSPROF_extract_reply, _, _, _, _))
-        .WillOnce(Invoke([&](unsigned, void* arg, size_t, const void* recs, size_t n) -> Status {
-            seen = decode_reply(arg, recs, n);
-            replied.set_value();
-            return Ok{};
-        }));
+    OneReply reply;
+    reply.expect(*hv);
     start();
     chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
     chan->report({Channel::Ev::ring, 0});
     chan->send(1, 0x2fd, false);
     chan->answer(1); // vCPU 1 not resumed
-    for (uint32_t i = 0; i < 2; i++) {
-        chan->send(0, 0x2f8, true, 0x40 + i);
-        chan->resume(0);
-    }
-    chan->post(XEN_BUSPROF_CTRL_extract, 0x2f8, 0x2ff);
-    chan->report({Channel::Ev::ring, 0});
-    auto f = replied.get_future();
-    ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    writes_then_extract(0, 0x2f8, 0x40, 2);
+    ASSERT_TRUE(reply.came());
     chan->wake(1);
     EXPECT_EQ(finish(), EXIT_SUCCESS);
-    ASSERT_EQ(seen.nr, 2u);
-    EXPECT_EQ(seen.recs[0].rec.value, 0x40u);
-    EXPECT_EQ(seen.recs[1].rec.value, 0x41u);
+    ASSERT_EQ(reply.seen.nr, 2u);
+    EXPECT_EQ(reply.seen.recs[0].rec.value, 0x40u);
+    EXPECT_EQ(reply.seen.recs[1].rec.value, 0x41u);
     // vCPU 1's record, whole after the extract, is after them.
     EXPECT_EQ(scalar("SELECT vcpu FROM transactions ORDER BY id DESC LIMIT 1"), 1);
 }
@@ -970,25 +986,14 @@ TEST_F(DaemonTest, AnOlderXenGetsPlainRecords) {
     chan->page->version = 0x00010001;
     EXPECT_CALL(*bus, grant(0x2f8, 0x2ff));
     EXPECT_CALL(*bus, access(0x2fc, 1u, true, _)).Times(2);
-    std::promise<void> answered;
-    ReplySeen seen;
-    EXPECT_CALL(*hv, op(XEN_BUSPROF_extract_reply, _, _, _, _))
-        .WillOnce(Invoke([&](unsigned, void* arg, size_t, const void* recs, size_t n) -> Status {
-            seen = decode_reply(arg, recs, n);
-            answered.set_value();
-            return Ok{};
-        }));
+    OneReply reply;
+    reply.expect(*hv);
     start();
     chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
-    for (uint32_t i = 0; i < 2; i++) {
-        chan->send(0, 0x2fc, true, 0x20 + i);
-        chan->resume(0);
-    }
-    chan->post(XEN_BUSPROF_CTRL_extract, 0x2f8, 0x2ff);
-    chan->report({Channel::Ev::ring, 0});
-    auto f = answered.get_future();
-    ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    writes_then_extract(0, 0x2fc, 0x20, 2);
+    ASSERT_TRUE(reply.came());
     EXPECT_EQ(finish(), EXIT_SUCCESS);
+    const ReplySeen& seen = reply.seen;
     EXPECT_EQ(seen.flags, 0);
     ASSERT_EQ(seen.nr, 2u);
     EXPECT_EQ(seen.bytes, 2 * sizeof(xen_busprof_record));
