@@ -23,7 +23,9 @@
 #   BUSPROF_QEMU_SMP (physical CPUs Xen gets, default 2), BUSPROF_QEMU_TCG (multi or
 #   single: one host thread per emulated CPU, or one for all; default multi),
 #   BUSPROF_QEMU_CPU (QEMU's -cpu, default max,-avx,-avx2), BUSPROF_DOM0_VCPUS (1),
-#   BUSPROF_GUEST_VCPUS (1: the PVH and HVM guests' vcpus, busprof.guestvcpus=N).
+#   BUSPROF_GUEST_VCPUS (1: the PVH and HVM guests' vcpus, busprof.guestvcpus=N),
+#   BUSPROF_QEMU_ARGS (more of QEMU's arguments, split at blanks, before its
+#   devices: e.g. "-device amd-iommu -global virtio-blk-pci.iommu_platform=on").
 #   The defaults keep clear of two faults of this emulated machine that the
 #   unpatched Xen shows too (tests/system/README.md, "Known bug: xl crashes"):
 #   dom0's processes corrupted while dom0 or a guest runs on two vCPUs, a
@@ -66,6 +68,7 @@ QEMU=(qemu-system-x86_64
     -accel "tcg,thread=${BUSPROF_QEMU_TCG:-multi}" -machine q35 -m "${BUSPROF_QEMU_MEM:-2048}"
     -smp "${BUSPROF_QEMU_SMP:-2}" -cpu "${BUSPROF_QEMU_CPU:-max,-avx,-avx2}"
     -nodefaults -no-reboot -display none -vga none
+    ${BUSPROF_QEMU_ARGS:-}
     -monitor unix:monitor.sock,server=on,wait=off
     -kernel xen.elf
     -append "$XEN_ARGS"
