@@ -2,9 +2,10 @@
 /*
  * ioreq-probe DOMID NR_VCPUS SECONDS [FIRST-LAST]: a second emulator that is
  * not busprof.  NR_VCPUS 0: every vCPU the ioreq page has an event channel
- * for (a vCPU whose channel is not bound waits for its answer forever).  It creates, maps (XENMEM_acquire_resource) and enables an
- * ioreq server for DOMID, binds its event channels and answers every request
- * it gets (the broadcasts every enabled server receives) for SECONDS or until
+ * for (a vCPU whose channel is not bound waits for its answer forever).
+ * It creates, maps (XENMEM_acquire_resource) and enables an ioreq server
+ * for DOMID, binds its event channels and answers every request it gets
+ * (the broadcasts every enabled server receives) for SECONDS or until
  * SIGTERM, as busprof's daemon does, without any busprof sub-op.  The control
  * experiment of `system-test.sh --second-emulator` (tests/system/README.md,
  * the xl crashes).
@@ -97,6 +98,12 @@ int main(int argc, char **argv)
         for ( int v = 0; v < 64; v++ )
             if ( pg->vcpu_ioreq[v].vp_eport )
                 nr = v + 1;
+    if ( nr == 0 )
+    {
+        fprintf(stderr, "ioreq-probe: the ioreq page of domain %d has no event channel\n",
+                domid);
+        return 1;
+    }
     for ( int v = 0; v < nr; v++ )
     {
         int p = xenevtchn_bind_interdomain(ev, domid, pg->vcpu_ioreq[v].vp_eport);
