@@ -2,9 +2,10 @@
 // busprof report: one self-contained HTML file for a session, to open in a
 // browser without a network: per port and direction a latency histogram
 // on a log scale and the split of the guest's wait into its parts, a
-// timeline of the accesses per vCPU, the top instructions, the triggers,
-// markers and events.  The data goes into the page as JSON; a small script
-// in the page draws the charts as SVG.
+// timeline of the accesses per vCPU, the top instructions, with --symbols
+// the bus time per function, the triggers, markers and events.  The data
+// goes into the page as JSON; a small script in the page draws the charts
+// as SVG.
 #include "cmd.h"
 #include "db.h"
 #include "error.h"
@@ -17,6 +18,7 @@
 #include <algorithm>
 #include <bit>
 #include <cinttypes>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -82,6 +84,10 @@ th { background: #f3f3f3; } td.l, th.l { text-align: left; }
 <div class="charts" id="timeline"></div>
 <h2>Top instructions</h2>
 <div id="rips"></div>
+<section id="functions">
+<h2>Bus time per function</h2>
+<p class="note">Every access of the session, port and memory-mapped, by the function of its instruction as the <code>--symbols</code> files name it; those they do not name, and those with no instruction address, in the last row (?). Share: of the session's bus time.</p>
+</section>
 <h2>Markers</h2>
 <div id="markers"></div>
 <h2>Events</h2>
@@ -226,6 +232,12 @@ function draw(d) {
 
   table("rips", [["rip", "l"], ["symbol", "l"], ["source", "l"], ["accesses"], ["ports / addresses", "l"], ["bus time"]],
         d.rips.map(r => [r.rip, r.symbol, r.source, r.accesses, r.accessed, ns(r.bus_ns)])).id = "rip-table";
+  if (d.functions)   // only with --symbols
+    table("functions", [["function", "l"], ["accesses"], ["instructions"], ["bus time"], ["mean bus time"], ["share"]],
+          d.functions.map(f => [f.symbol === null ? "?" : f.symbol, f.accesses, f.instructions, ns(f.bus_ns), ns(f.mean_bus_ns),
+                                f.share === null ? "\u2013" : (100 * f.share).toFixed(1) + " %"])).id = "function-table";
+  else
+    document.getElementById("functions").remove();
   table("markers", [["t"], ["kind", "l"], ["origin", "l"], ["vCPU"], ["ports", "l"], ["cause", "l"]],
         d.markers.map(m => [ns(m.t_ns - d.t0), m.kind, m.origin, m.vcpu,
                             m.port_first === null ? "" : "0x" + m.port_first.toString(16) + "-0x" + m.port_last.toString(16), m.cause])).id = "marker-table";
@@ -447,6 +459,65 @@ std::string rips_json(Db& db, int64_t session, const Symbols& syms) {
     return rips.str();
 }
 
+// Bus time per function, of both address spaces: the elements of
+// "functions", most bus time first.  The instructions no --symbols file
+// names and the accesses with no instruction address (rip 0) are one row,
+// of symbol null, last: the rows hold every access, and their shares add
+// up to the session's bus time.  Bus time and its mean as symbolize takes
+// them per instruction: over the rows that have one.
+std::string functions_json(Db& db, int64_t session, const Symbols& syms) {
+    struct Function {
+        std::optional<std::string> symbol; // nullopt: no file names it
+        int64_t accesses = 0, instructions = 0, timed = 0, bus = 0;
+    };
+    std::vector<Function> fns;
+    std::map<std::optional<std::string>, size_t> index;
+    int64_t total = 0;
+    Stmt r(db.get(), "SELECT rip, count(*), count(bus_ns), coalesce(sum(bus_ns), 0)"
+                     " FROM access_times WHERE session_id = ? GROUP BY rip");
+    r.bind(1, session);
+    while (r.step()) {
+        auto rip = static_cast<uint64_t>(sqlite3_column_int64(r.get(), 0));
+        std::optional<std::string> name;
+        if (auto sym = rip ? syms.lookup(rip) : std::nullopt)
+            name = sym->name;
+        if (!index.count(name)) {
+            index[name] = fns.size();
+            fns.push_back({name});
+        }
+        Function& f = fns[index[name]];
+        f.accesses += sqlite3_column_int64(r.get(), 1);
+        f.instructions += rip != 0;
+        f.timed += sqlite3_column_int64(r.get(), 2);
+        f.bus += sqlite3_column_int64(r.get(), 3);
+        total += sqlite3_column_int64(r.get(), 3);
+    }
+    std::sort(fns.begin(), fns.end(), [](const Function& a, const Function& b) {
+        return std::make_tuple(!a.symbol, -a.bus, a.symbol) <
+               std::make_tuple(!b.symbol, -b.bus, b.symbol);
+    });
+    JsonArray all;
+    for (const Function& f : fns) {
+        // as round(avg(bus_ns)) gives it in SQL
+        std::string mean = f.timed ? std::to_string(std::llround(static_cast<double>(f.bus) /
+                                                                 static_cast<double>(f.timed)))
+                                   : "null";
+        char share[32] = "null";
+        if (total)
+            std::snprintf(share, sizeof(share), "%.6g",
+                          static_cast<double>(f.bus) / static_cast<double>(total));
+        all.add_json(JsonObject()
+                         .add_json("symbol", f.symbol ? json_string(*f.symbol) : "null")
+                         .add("accesses", f.accesses)
+                         .add("instructions", f.instructions)
+                         .add("bus_ns", f.bus)
+                         .add_json("mean_bus_ns", mean)
+                         .add_json("share", share)
+                         .str());
+    }
+    return all.str();
+}
+
 std::string build_json(Db& db, int64_t session, const Symbols& syms) {
     JsonObject o;
     o.add_json(
@@ -484,6 +555,8 @@ std::string build_json(Db& db, int64_t session, const Symbols& syms) {
                              " kind, 'detail', detail)), '[]') FROM (SELECT * FROM events"
                              " WHERE session_id = ? ORDER BY t_ns, id)",
                              session));
+    if (!syms.empty())
+        o.add_json("functions", functions_json(db, session, syms));
     return o.str();
 }
 

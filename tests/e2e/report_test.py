@@ -7,7 +7,10 @@ exactly the DB's accesses in the documented buckets (the summaries' layout,
 four a power of two), the split and timeline charts, the top instructions
 with their symbols, every marker; then, with memory-mapped rows added, one
 histogram per register (address and width) and direction after the
-ports'.  The page must load nothing from anywhere
+ports'; with a System.map in which one function covers two instructions,
+the bus time per function (port and memory-mapped accesses, those of no
+function last) as SQL over the ranges gives it, and no such section
+without --symbols.  The page must load nothing from anywhere
 (no network at view time).  A
 screenshot is kept in BUILD_DIR/test-artifacts/report.png.
 
@@ -15,6 +18,7 @@ usage: report_test.py --bin BUILD_DIR
 """
 import argparse
 import html.parser
+import json
 import os
 import re
 import shutil
@@ -35,8 +39,9 @@ class Dom(html.parser.HTMLParser):
         self.body = {}
         self.charts = []      # [kind, attrs, {child tag/class: count}, [title texts]]
         self.tables = {}      # id -> rows (lists of cell texts)
+        self.headings = []    # the <h2> texts
         self._chart = self._table = self._row = self._cell = None
-        self._title = False
+        self._title = self._h2 = False
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -51,6 +56,9 @@ class Dom(html.parser.HTMLParser):
         elif self._chart is not None and tag == "title":
             self._title = True
             self._chart[3].append("")
+        elif tag == "h2":
+            self._h2 = True
+            self.headings.append("")
         elif tag == "table" and a.get("id"):
             self._table = self.tables.setdefault(a["id"], [])
         elif tag == "tr" and self._table is not None:
@@ -64,6 +72,8 @@ class Dom(html.parser.HTMLParser):
             self._chart = None
         elif tag == "title":
             self._title = False
+        elif tag == "h2":
+            self._h2 = False
         elif tag == "table":
             self._table = None
         elif tag in ("td", "th") and self._row is not None and self._cell is not None:
@@ -73,6 +83,8 @@ class Dom(html.parser.HTMLParser):
     def handle_data(self, data):
         if self._title and self._chart is not None:
             self._chart[3][-1] += data
+        if self._h2:
+            self.headings[-1] += data
         if self._cell is not None:
             self._cell += data
 
@@ -100,6 +112,13 @@ def render(busprof, db, out, *extra):
     dom.feed(dump.stdout)
     assert "data-error" not in dom.body, dom.body.get("data-error")
     return dom
+
+
+def page_data(out):
+    """The JSON the page carries."""
+    page = open(out, encoding="utf-8").read()
+    m = re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.S)
+    return json.loads(m.group(1))
 
 
 def check_bars(c, key, rows):
@@ -183,6 +202,72 @@ def mmio_only_drawn(busprof, mdb, tmp, regs):
         assert all(re.fullmatch(r"0x1000febf[0-9a-f]{4}", a) for a in r[4].split(",")), r
 
 
+def functions_drawn(busprof, db, tmp):
+    """Bus time per function, on a copy of the session with memory-mapped
+    rows made from its port rows, some of them with no instruction address
+    (rip 0), and a System.map of two functions over its instructions
+    r0 < r1 < ...: io_serial_in from r1 (so r1 and r2, two instructions),
+    io_serial_out from r3 (the rest); r0 in none.  Each row's accesses,
+    instructions and bus time are those SQL gives over the function's
+    range, of both spaces; the row of no function last.  Without --symbols
+    the page has no such section and its data no "functions"."""
+    fdb = os.path.join(tmp, "functions.db")
+    shutil.copy(db, fdb)
+    con = sqlite3.connect(fdb)
+    con.execute("INSERT INTO mmio_transactions (session_id, domid, vcpu, rip, addr, size, dir,"
+                " value, t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns, clock_skewed,"
+                " status) SELECT session_id, domid, vcpu, CASE WHEN id % 7 = 0 THEN 0 ELSE rip"
+                " END, 0xfebf0000 + port * 4, 4, dir, value, t_trap_ns, t_bus_begin_ns,"
+                " t_bus_end_ns, t_resume_ns, clock_skewed, status FROM transactions")
+    con.commit()
+    r = [x for x, in con.execute("SELECT DISTINCT rip FROM access_times WHERE rip != 0"
+                                 " ORDER BY rip")]
+    assert len(r) >= 4, r
+    smap = os.path.join(tmp, "System.map")
+    with open(smap, "w") as f:
+        f.write(f"{r[1]:016x} T io_serial_in\n{r[3]:016x} T io_serial_out\n"
+                f"{r[2]:016x} d a_datum_between\n")   # not code: no function
+    ranges = [("io_serial_in", f"rip BETWEEN {r[1]} AND {r[3] - 1}"),
+              ("io_serial_out", f"rip >= {r[3]}"),
+              (None, f"rip = 0 OR rip < {r[1]}")]
+    (total,), = con.execute("SELECT sum(bus_ns) FROM access_times").fetchall()
+    want = []
+    for name, where in ranges:
+        n, nrip, bus, timed, nport, nmmio = con.execute(
+            "SELECT count(*), count(DISTINCT nullif(rip, 0)), coalesce(sum(bus_ns), 0),"
+            f" count(bus_ns), sum(space = 'port'), sum(space = 'mmio') FROM access_times"
+            f" WHERE {where}").fetchone()
+        assert n and nport and nmmio, (name, n, nport, nmmio)   # both spaces in each row
+        want.append({"symbol": name, "accesses": n, "instructions": nrip, "bus_ns": bus,
+                     "mean_bus_ns": int(bus / timed + 0.5), "share": bus / total})
+    (nall,), = con.execute("SELECT count(*) FROM access_times").fetchall()
+    con.close()
+    assert [w["instructions"] for w in want] == [2, len(r) - 3, 1], want
+    want[:2] = sorted(want[:2], key=lambda w: -w["bus_ns"])
+
+    out = os.path.join(tmp, "functions.html")
+    dom = render(busprof, fdb, out, "--symbols", smap)
+    got = page_data(out)["functions"]
+    assert [{k: v for k, v in g.items() if k != "share"} for g in got] == \
+        [{k: v for k, v in w.items() if k != "share"} for w in want], (got, want)
+    assert all(abs(g["share"] - w["share"]) < 1e-5 for g, w in zip(got, want)), (got, want)
+    assert sum(g["accesses"] for g in got) == nall, (got, nall)
+    assert "Bus time per function" in dom.headings, dom.headings
+    table = dom.tables["function-table"]
+    assert table[0] == ["function", "accesses", "instructions", "bus time", "mean bus time",
+                        "share"], table[0]
+    assert [(t[0], int(t[1]), int(t[2])) for t in table[1:]] == \
+        [(w["symbol"] or "?", w["accesses"], w["instructions"]) for w in want], table
+    assert all(re.fullmatch(r"\d+\.\d %", t[5]) for t in table[1:]), table
+
+    out = os.path.join(tmp, "no-symbols.html")
+    dom = render(busprof, fdb, out)
+    assert "functions" not in page_data(out), "functions without --symbols"
+    assert "function-table" not in dom.tables and "Bus time per function" not in dom.headings, \
+        (dom.tables.keys(), dom.headings)
+    return len(want)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -231,6 +316,13 @@ def main():
         assert len(rips) == nrip and all(re.fullmatch(r"(main|drive_uart)\+0x[0-9a-f]+", r[1])
                                          for r in rips), rips
         assert all("example_driver.c:" in r[2] for r in rips), rips
+        # per function, the functions alone: every instruction, every access
+        fns = page_data(out)["functions"]
+        (nrips,), = con.execute("SELECT count(DISTINCT rip) FROM transactions"
+                                " WHERE rip != 0").fetchall()
+        assert sorted(f["symbol"] for f in fns) == ["drive_uart", "main"], fns
+        assert sum(f["accesses"] for f in fns) == n and \
+            sum(f["instructions"] for f in fns) == nrips, (fns, n, nrips)
         marks = dom.tables["marker-table"][1:]
         (nmark,), = con.execute("SELECT count(*) FROM markers").fetchall()
         assert len(marks) == nmark and not any(m[0].startswith("-") for m in marks), marks
@@ -242,8 +334,10 @@ def main():
                             "file://" + out], capture_output=True, text=True, timeout=120)
         assert s.returncode == 0 and open(shot, "rb").read(8) == b"\x89PNG\r\n\x1a\n", s.stderr[-2000:]
         nregs = registers_drawn(busprof, db, tmp)
+        nfns = functions_drawn(busprof, db, tmp)
     print(f"PASS report: {len(ports)} histograms, {n} accesses, {nrip} instructions, "
-          f"{nmark} markers, {nregs} memory-mapped registers; screenshot {shot}")
+          f"{nmark} markers, {nregs} memory-mapped registers, {nfns} function rows;"
+          f" screenshot {shot}")
 
 
 if __name__ == "__main__":
