@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0-only
 # Stage 4: the project's binaries, the guest initramfs and the dom0 root filesystem image.
 #
-#  - programs: porttest (tests/system/guest/porttest.c, static) and ioport-map
+#  - programs: porttest and serialtalk (tests/system/guest/, static) and ioport-map
 #    (tests/system/dom0/ioport-map.c, against libxenctrl) are always built into
 #    build/system-test/rig-bin/; the project's binaries come from BUSPROF_BIN_DIR (a
 #    directory or a colon-separated list): `busprof` (+ BUSPROF_DOM0_PROGRAMS) for dom0,
@@ -11,7 +11,7 @@
 #    guest-lib/linux) set, built from a copy (stage/kmod/) against the guests'
 #    kernel build tree (stage 3's kernel/build), log in kmod-build.log;
 #  - guest initramfs build/system-test/domU.cpio.gz: stage 3's base tree + porttest +
-#    busprof-example-driver (+ BUSPROF_GUEST_PROGRAMS), with
+#    serialtalk + busprof-example-driver (+ BUSPROF_GUEST_PROGRAMS), with
 #    the host's shared libraries for dynamically linked ones, in /busprof/bin; the
 #    guest kernel modules in /busprof/kmod;
 #  - root filesystem image build/system-test/rootfs.ext4 (mkfs.ext4 -d): the cached
@@ -33,6 +33,7 @@ ensure_cmds gcc:gcc mkfs.ext4:e2fsprogs cpio:cpio file:file /usr/include/xenctrl
 BIN=$OUT_DIR/rig-bin     # the rig's own programs (never a BUSPROF_BIN_DIR)
 rm -rf "$BIN"; mkdir -p "$BIN"
 gcc -static -O2 -Wall -Wextra -o "$BIN/porttest" "$SYS_DIR/guest/porttest.c"
+gcc -static -O2 -Wall -Wextra -o "$BIN/serialtalk" "$SYS_DIR/guest/serialtalk.c"
 gcc -O2 -Wall -Wextra -o "$BIN/ioport-map" "$SYS_DIR/dom0/ioport-map.c" -lxenctrl
 
 # The project's programs: BUSPROF_BIN_DIR is one directory or a colon-separated list
@@ -89,6 +90,7 @@ fi
 U=$STAGE_DIR/domU
 rm -rf "$U"; cp -a "$STAGE_DIR/domU-base" "$U"
 copy_with_libs "$BIN/porttest" "$U" /busprof/bin/porttest
+copy_with_libs "$BIN/serialtalk" "$U" /busprof/bin/serialtalk
 for p in "${GUEST_PROGS[@]}"; do
     [ -n "${FOUND[$p]:-}" ] && copy_with_libs "${FOUND[$p]}" "$U" "/busprof/bin/$p"
 done

@@ -1,9 +1,10 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0-only
 # busprof system test, guest side: an unmodified program under dom0's trap,
-# then two refused traps, the example driver, if the initramfs has them the
-# kernel modules (busprof.ko and the example driver module), the measurement
-# of busprof beside a plain ioreq server (busprof-relative), the edu device,
+# then two refused traps, the example driver, Linux's own serial driver
+# under dom0's trap, if the initramfs has them the kernel modules
+# (busprof.ko and the example driver module), the measurement of busprof
+# beside a plain ioreq server (busprof-relative), the edu device,
 # the unmodified program again while dom0 stops the daemon under it and,
 # last, the bounded wait: loops on a port and a register while dom0 stops
 # a daemon with SIGSTOP.
@@ -55,6 +56,36 @@ dom0_holds_com2() {
         sleep 0.2
     done
 }
+
+# Linux's own serial driver (8250), which nobody here wrote, on COM2 under
+# dom0's trap: the kernel probed the UART at boot (8250.nr_uarts=2, in
+# porttest's session) and owns ttyS1.  dom0 ends the driver's session,
+# starts the next one, has QEMU log what COM2 sees and traps COM2 for this
+# guest; serialtalk, which knows nothing of busprof and makes no port access
+# of its own, sends SERIAL_TEXT through /dev/ttyS1 in the UART's loopback and
+# reads it back, then has the driver let the ports go (the example module
+# claims them next).  The KSYM lines are the guest kernel's own addresses of
+# a few symbols (/proc/kallsyms): dom0 takes the offset of its KASLR from
+# _text; check_serial.py checks the rest.  Then dom0 ends the session,
+# starts the next one and hands COM2 back.
+SERIAL_TEXT="busprof: Linux's own 8250 driver on COM2, under a dom0 trap."
+echo "SERIAL-READY"
+grep -w -e _text -e io_serial_in -e io_serial_out /proc/kallsyms | sed 's/^/KSYM /'
+if dom0_holds_com2; then
+    echo "COM2 trapped by dom0 for the serial driver after $n probes"
+    serialtalk /dev/ttyS1 "$SERIAL_TEXT" || rc=1
+else
+    echo "SERIAL-FAIL COM2 not trapped by dom0 after $n probes"
+    rc=1
+fi
+echo "SERIAL-DONE"
+n=0
+while busprof-trap-probe 0x2f8 0x2ff | grep -q EEXIST; do
+    n=$((n + 1))
+    [ $n -ge 600 ] && { echo "COM2 still trapped by dom0 after 120 s"; break; }
+    sleep 0.2
+done
+echo "COM2 handed back by dom0 after the serial driver after $n probes"
 
 if [ -f /busprof/kmod/busprof.ko ]; then
     # dom0 ends the driver's session and starts the next one (busprof stop,

@@ -25,7 +25,8 @@ Exit 0 only if, for every guest:
     the 66 its string I/O (porttest -s; check_strings.py: one row per
     element of each REP INS/OUTS, values and order as the guest printed
     them, each buffer across a page boundary)
-    (what the guest's firmware did to COM2 before it comes first, served and ok),
+    (what the guest's firmware and its kernel's serial driver, probing COM2
+    at boot, did before it comes first, served and ok),
     each ok with a user-space RIP, every value written read back by the next
     access; its markers say dom0 trapped and untrapped COM2 (origin 'dom0', no vCPU)
     and the driver's say the guest trapped (origin 'guest');
@@ -107,7 +108,7 @@ def check_guest(db, outdir, name, kmod):
     if extracted is None:
         problems.append("no EXTRACT line from the driver")
 
-    sessions = driver_sessions(db, outdir, name)
+    sessions = driver_sessions(db, outdir, name, kmod)
     if len(sessions) < 1 + bool(kmod):
         return problems + [f"{len(sessions)} sessions for {name} in the trace DB"], None
     sid, domid = sessions[1 if kmod else 0]
@@ -212,19 +213,26 @@ def check_vcpus(db, sid, log):
     return problems
 
 
-def driver_sessions(db, outdir, name):
+def driver_sessions(db, outdir, name, kmod):
     """(id, domid) of the guest's sessions up to its driver's, last first:
-    with the kernel module, its session, then the driver's.  busprof-relative's
-    session is a measurement, not checked here; the stop's, the guest's last,
-    is checked on its own (check_stop)."""
+    with the kernel module, its session, then the driver's.  Linux's serial
+    driver has a session of its own between the two (NAME.serial-session,
+    check_serial.py): the module's is the one after it.  busprof-relative's
+    session is a measurement, not checked here; the stop's, the guest's
+    last, is checked on its own (check_stop)."""
     last = min(relative_session(outdir, name), phase_session(outdir, name, "stop"))
-    return db.execute("SELECT id, domid FROM sessions WHERE domain_name = ? AND id < ?"
+    rows = db.execute("SELECT id, domid FROM sessions WHERE domain_name = ? AND id < ?"
                       " ORDER BY id DESC", (name, last)).fetchall()
+    serial = phase_session(outdir, name, "serial")
+    if serial >= last:
+        return rows
+    after = [r for r in rows if r[0] > serial]
+    return (after[-1:] if kmod else []) + [r for r in rows if r[0] < serial]
 
 
 def driver_session(db, outdir, name, kmod):
     """The example driver's session of the guest, None if there is none."""
-    sessions = driver_sessions(db, outdir, name)
+    sessions = driver_sessions(db, outdir, name, kmod)
     return sessions[1 if kmod else 0][0] if len(sessions) > bool(kmod) else None
 
 
@@ -537,7 +545,8 @@ def check_plain(db, driver_sid, domid):
                       " WHERE session_id = ? ORDER BY id", (sid,)).fetchall()
     # dom0's trap is there from before the guest's first instruction, so the
     # session also holds what the guest's firmware did to COM2 before porttest
-    # (the HVM guest's hvmloader and SeaBIOS probe its IER): recorded as it
+    # (the HVM guest's hvmloader and SeaBIOS probe its IER) and the kernel's
+    # serial driver's probe of the UART at boot: recorded as it
     # happened, on COM2's ports and served.  porttest's are the last ones.
     if len(rows) < PLAIN_ACCESSES:
         problems.append(f"porttest's session {sid} has {len(rows)} transactions,"
@@ -649,8 +658,8 @@ def main():
         for label, d, n, bus, ovh, skewed, skew, *early in lines or []:
             print(f"{label:<16} {d:>5} {n:>12} {bus if bus is not None else '-':>11} "
                   f"{ovh if ovh is not None else '-':>16} {skewed:>12} {skew:>11}"
-                  + (f"  ({early[0]} by the guest's firmware before porttest)" if early and early[0]
-                     else ""))
+                  + (f"  ({early[0]} by the guest's firmware and kernel before porttest)"
+                     if early and early[0] else ""))
         stop_problems, stop = check_stop(db, outdir, name)
         problems += [f"the stop: {p}" for p in stop_problems]
         if stop:

@@ -9,10 +9,12 @@
 # Once its console says it is done, dom0 ends that session, starts
 # the next (`busprof stop`, `busprof rearm`) and hands COM2 back (`busprof
 # untrap`); the guest waits for that, then runs the example driver, which traps
-# COM2 itself.  With busprof.kmod=1 on dom0's command line (system-test.sh
-# sets it when the guest initramfs has the kernel modules), dom0 ends the
-# driver's session too once it is done and starts the next one, in which the
-# guest loads busprof.ko and the example driver module.  Then the guest
+# COM2 itself.  Once the driver is done, dom0 ends its session and traps
+# COM2 once more, in a session of its own, for Linux's own serial driver in
+# the guest (serial_phase), then ends that session and starts the next one,
+# in which, with busprof.kmod=1 on dom0's command line (system-test.sh sets
+# it when the guest initramfs has the kernel modules), the guest loads
+# busprof.ko and the example driver module.  Then the guest
 # measures busprof beside a plain ioreq server (busprof-relative, in a
 # session of its own), for which dom0 starts ioreq-probe.  Last, dom0 traps
 # COM2 for porttest once more, in a session of its own, and stops the daemon
@@ -94,23 +96,78 @@ plain_phase() {
         echo "plain phase rc=$?"
     } >> "$out" 2>&1
     top_capture "$name" "$log"
-    if [ -n "$KMOD" ]; then
-        # The example driver's session ends when the driver is done; the guest
-        # waits until it sees an empty session, then loads the kernel modules.
-        for i in $(seq 1200); do
-            grep -q '^DRIVER \(OK\|FAIL\)' "$log" 2>/dev/null && break
-            sleep 0.5
-        done
-        {
-            bp_t "example driver of $name done (or 600 s passed): stop, rearm"
-            busprof stop --socket "$sock" && busprof rearm --socket "$sock"
-            echo "driver phase rc=$?"
-        } >> "$out" 2>&1
-    fi
+    # The example driver's session ends when the driver is done: Linux's
+    # serial driver gets the next one, and then (the guest waits until it
+    # sees an empty session) the kernel modules.
+    serial_phase "$name" "$log"
     relative_phase "$name" "$log" "$domid"
     edu_phase "$name" "$log"
     stop_phase "$name" "$log" "$domid"
     timeout_phase "$name" "$log"
+}
+
+# serial_phase NAME LOG: Linux's own serial driver (8250) under dom0's
+# trap.  Once the example driver is done (the guest says SERIAL-READY), ends
+# its session and starts the next one (NAME.serial-session), has QEMU log
+# what COM2 sees and traps COM2 for the guest, whose serialtalk sends a text
+# through /dev/ttyS1 and receives it back.  When the guest is done
+# (SERIAL-DONE): QEMU's log off, the session ended and the next one started,
+# COM2 handed back.  Then serial_symbols.
+serial_phase() {
+    local name=$1 log=$2 sock=/run/busprof/$1.sock out=$BUSPROF_RESULTS/$1.serial.log i
+    wait_line '^SERIAL-READY' "$log" 1200 || return 0
+    {
+        bp_t "example driver of $name done: stop, rearm, QEMU's log on, trap COM2 for Linux's serial driver"
+        next_session "$name" "$BUSPROF_RESULTS/$name.serial-session"
+        qemu_trace on "$name-serial" || bp_t "QEMU's log of COM2 was not switched on"
+        # the guest's probe may hold COM2 for a moment (EEXIST)
+        for i in $(seq 50); do
+            busprof trap "$name" --backend xen --ports "$PLAIN_PORTS" && break
+            sleep 0.2
+        done
+        wait_line '^SERIAL-DONE' "$log" 600
+        qemu_trace off "$name-serial" || bp_t "QEMU's log of COM2 was not switched off"
+        bp_t "serial driver of $name done: stop, rearm, untrap"
+        busprof stop --socket "$sock" && busprof rearm --socket "$sock" &&
+            busprof untrap "$name" --backend xen --ports "$PLAIN_PORTS"
+        echo "serial phase rc=$?"
+    } >> "$out" 2>&1
+    serial_symbols "$name" "$log" >> "$out" 2>&1
+}
+
+# serial_symbols NAME LOG: the guest kernel's functions that made the serial
+# session's accesses, named in dom0 as a user names them: `busprof
+# symbolize`, `stats --by rip` and `report`, each with --symbols, into
+# NAME.serial-*.  The symbols: the kernel's text symbols in dom0's
+# /proc/kallsyms (kallsyms.txt), as dom0 boots the guests' very kernel
+# image (Debian ships its System.map only in the -dbg package, 800 MB),
+# moved by the guest's KASLR offset: the guest's _text (its KSYM line, from
+# its own /proc/kallsyms) less dom0's.  check_serial.py holds the table to
+# the guest's other KSYM addresses and the outputs to the rows.
+serial_symbols() {
+    local name=$1 log=$2 r=$BUSPROF_RESULTS sid gtext dtext syms
+    sid=$(cat "$r/$name.serial-session" 2>/dev/null)
+    [ -n "$sid" ] || { bp_t "no serial session of $name: nothing to name"; return 1; }
+    if [ ! -s "$r/kallsyms.txt" ]; then
+        grep ' [tTwW] ' /proc/kallsyms | grep -v '\[' > "$r/kallsyms.txt"
+    fi
+    gtext=$(tr -d '\r' < "$log" | sed -n 's/^KSYM \([0-9a-f]*\) T _text$/\1/p' | head -n1)
+    dtext=$(sed -n 's/^\([0-9a-f]*\) T _text$/\1/p' "$r/kallsyms.txt" | head -n1)
+    if [ -z "$gtext" ] || [ -z "$dtext" ] || [ $((0x$gtext - 0x$dtext)) -lt 0 ]; then
+        bp_t "no KASLR offset of $name: its _text '$gtext', dom0's '$dtext'"
+        return 1
+    fi
+    syms=$r/kallsyms.txt@$(printf '0x%x' $((0x$gtext - 0x$dtext)))
+    bp_t "$name's kernel symbols: $syms"
+    busprof symbolize --db "$DB" --session "$sid" --symbols "$syms" \
+        > "$r/$name.serial-symbolize.txt" 2>&1
+    busprof symbolize --db "$DB" --session "$sid" --symbols "$syms" --format json \
+        > "$r/$name.serial-symbolize.json" 2>&1
+    busprof stats --db "$DB" --session "$sid" --by rip --symbols "$syms" \
+        > "$r/$name.serial-stats.txt" 2>&1
+    busprof report --db "$DB" --session "$sid" --symbols "$syms" \
+        -o "$r/$name.serial-report.html" 2>&1
+    cat "$r/$name.serial-symbolize.txt" "$r/$name.serial-stats.txt"
 }
 
 # top_start NAME: `busprof top` as a user runs it, in a terminal (a tmux
@@ -459,8 +516,10 @@ for g in ${BUSPROF_GUESTS:-pvh hvm}; do
     DAEMON_PID= PLAIN_PID=
     edu=; [ -n "$EDU_BAR" ] && edu=" busprof.edu=$EDU_BAR"
     [ -n "$EDU_BAR" ] && [ -n "$RO_PAGE" ] && edu+=" busprof.ropage=$RO_PAGE"
+    # 8250.nr_uarts=2: the guest kernel's serial driver probes COM2 at boot
+    # and owns ttyS1 (serial_phase); the guest has it let the ports go after.
     run_guest "$cfg" "$IOPORTS" ${IOMEM:+"$IOMEM"} \
-        "extra=\"$extra busprof.name=$name$edu $GUEST_RUN\"" || rc=1
+        "extra=\"$extra 8250.nr_uarts=2 busprof.name=$name$edu $GUEST_RUN\"" || rc=1
     stop_daemon "$name" || { report FAIL "$name-daemon" "the daemon failed"; rc=1; }
 done
 [ -f "$DB" ] && sqlite3 "$DB" 'PRAGMA integrity_check; SELECT domid, count(*) FROM transactions GROUP BY domid'

@@ -156,6 +156,10 @@ esac
 names=()
 for g in $GUESTS; do [ "$g" = pv ] || names+=("bp-$g"); done  # PV: refusal checked in the guest
 python3 "$HERE/check_trace.py" "${check_args[@]}" "$OUT" "${names[@]}" | tee "$OUT/check.txt" || rc=1
+# Linux's own serial driver under dom0's trap: its rows, dom0's symbolize and
+# report of them, the report drawn by headless Chromium (results/*.serial-*)
+rm -f "$OUT/serial.txt"
+python3 "$HERE/check_serial.py" "$OUT" "${names[@]}" | tee "$OUT/serial.txt" || rc=1
 # The analysis commands on the same trace, with the guest programs in $bin as
 # symbols, each figure checked against the rows (outputs in results/analysis/).
 rm -f "$OUT/analysis.txt"
