@@ -5,8 +5,9 @@
 # under dom0's trap, if the initramfs has them the kernel modules
 # (busprof.ko and the example driver module), the measurement of busprof
 # beside a plain ioreq server (busprof-relative), the edu device,
-# the unmodified program again while dom0 stops the daemon under it and,
-# last, the bounded wait: loops on a port and a register while dom0 stops
+# the unmodified program again while dom0 stops the daemon under it,
+# triggers, pause and resume under daemons of their own and, last, the
+# bounded wait: loops on a port and a register while dom0 stops
 # a daemon with SIGSTOP.
 export PATH=/busprof/bin:$PATH
 rc=0
@@ -167,6 +168,47 @@ else
     fi
     porttest -t 12 0x2f8 || rc=1
     [ -z "$mpid" ] || wait "$mpid" || rc=1
+fi
+
+# Then triggers, pause and resume (tests/system/README.md, "Triggers, pause
+# and resume"): dom0 attaches a daemon of its own for each trigger and traps
+# COM2 for porttest, which knows nothing of busprof; the guest waits for each
+# trap (TRIGGER-START) and says when it is done (TRIGGER-DONE), and dom0
+# then hands COM2 back (TRIGGER-BACK once the guest saw it).  A1:
+# --start-after 10 --stop-after 100; A2: the same after `busprof rearm`; B:
+# --start-on the first write of 0x5a to the scratch register, with a
+# pre-trigger window of 8; C: no trigger, dom0 pauses and resumes recording
+# in the middle of porttest -t 8.  Then D, in the next session of C's daemon:
+# busprof-pausetest, whose own bp_pause and bp_resume leave out its middle
+# 50 pairs.  check_trigger.py checks the counts.
+echo "TRIGGER-READY"
+for step in A1 A2 B C; do
+    if ! dom0_holds_com2; then
+        echo "TRIGGER $step: COM2 not trapped by dom0 after $n probes"
+        rc=1
+        break
+    fi
+    echo "TRIGGER-START $step"
+    if [ $step = C ]; then
+        porttest -t 8 0x2f8 || rc=1
+    else
+        porttest 100 0x2f8 || rc=1
+    fi
+    echo "TRIGGER-DONE $step"
+    n=0
+    while busprof-trap-probe 0x2f8 0x2ff | grep -q EEXIST; do
+        n=$((n + 1))
+        [ $n -ge 300 ] && break
+        sleep 0.2
+    done
+    echo "TRIGGER-BACK $step after $n probes"
+done
+if new_session "busprof-pausetest"; then
+    echo "TRIGGER-START D"
+    busprof-pausetest 50 0x2f8 || rc=1
+    echo "TRIGGER-DONE D"
+else
+    rc=1
 fi
 
 # Then the bounded wait (tests/system/README.md, "The bounded wait"): dom0

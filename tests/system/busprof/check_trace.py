@@ -50,7 +50,11 @@ Exit 0 only if, for every guest:
     QEMU's own log of COM2 from just before the SIGTERM to after the daemon
     was gone: the session's last rows, each once, in order, then porttest's
     direct pairs, none of which is a row (check_stop_oracle).
-  - the bounded wait (after the stop, in sessions of their own): a daemon
+  - triggers, pause and resume (after the stop, under daemons of their own,
+    check_trigger.py): --start-after with --stop-after, again after rearm,
+    --start-on with --pre-trigger, dom0's pause and resume, the guest's
+    bp_pause and bp_resume, each session exactly as busprof(1) says;
+  - the bounded wait (after the triggers, in sessions of their own): a daemon
     stopped with SIGSTOP for longer than its timeout under the guest's
     loops on a port and a memory-mapped register (check_timeout.py).
   - the edu phase (before the stop, in a session of its own): the edu device's
@@ -71,6 +75,7 @@ from check_digest import check_digest
 from check_edu import check_edu, first_difference, qemu_accesses
 from check_strings import STRING_ACCESSES, check_strings, pieces
 from check_timeout import check_timeout, loops
+from check_trigger import check_trigger, sessions as trigger_sessions
 
 PLAIN_PAIRS = 8 + 100                   # porttest -s 100: its fixed values, then 100
 # LSR and scratch first, then the pairs, the string I/O, the restore last
@@ -668,8 +673,17 @@ def main():
                   f" daemon's SIGTERM, the rest reached COM2 directly; {stop[4]} of the"
                   " memory-mapped loop's, the rest reached the edu device directly; QEMU's"
                   f" COM2 saw the trap's last rows, then {stop[5]} accesses with none")
-        timeout_problems, timed = check_timeout(db, outdir, name,
-                                                phase_session(outdir, name, "stop"))
+        log_path = os.path.join(outdir, "results", "guests", name + ".log")
+        log = open(log_path, errors="replace").read() if os.path.exists(log_path) else ""
+        trigger_problems, trig = check_trigger(db, outdir, name, log)
+        problems += [f"the triggers: {p}" for p in trigger_problems]
+        if trig:
+            print(f"{trig[0]:<16} sessions " + ", ".join(
+                f"{st} {sid} ({trig[2][st]} rows)" for st, sid in trig[1].items()))
+        # the bounded wait's daemons come after the stop's and the triggers'
+        after = max([phase_session(outdir, name, "stop")]
+                    + list(trigger_sessions(outdir, name).values()))
+        timeout_problems, timed = check_timeout(db, outdir, name, after)
         problems += [f"the bounded wait: {p}" for p in timeout_problems]
         if timed and timed[2]:
             space, d, where, value, _, bus = timed[2]

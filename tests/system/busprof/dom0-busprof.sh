@@ -21,7 +21,8 @@
 # with SIGTERM in the middle of porttest's accesses (stop_phase).  Before that
 # stop, the guest drives QEMU's edu device through its memory-mapped BAR under
 # a trap of its own (edu_phase), in a session of its own, while QEMU logs what
-# the device sees (tests/system/qemu-trace.py).  After it, new daemons show
+# the device sees (tests/system/qemu-trace.py).  After it, daemons of
+# their own show triggers, pause and resume (trigger_phase), then new ones
 # the bounded wait (timeout_phase).
 . /busprof/lib-dom0.sh
 
@@ -103,6 +104,7 @@ plain_phase() {
     relative_phase "$name" "$log" "$domid"
     edu_phase "$name" "$log"
     stop_phase "$name" "$log" "$domid"
+    trigger_phase "$name" "$log"
     timeout_phase "$name" "$log"
 }
 
@@ -340,6 +342,105 @@ stop_phase() {
         qemu_trace off "$name-stop" || bp_t "QEMU's log of the stop was not switched off"
     } >> "$out" 2>&1
 }
+# trigger_phase NAME LOG: triggers, pause and resume, under daemons of their
+# own once the stop phase's is gone.  For each step dom0 traps COM2 for the
+# guest's porttest (trigger_step) and hands it back when the guest is done;
+# each step's session goes to NAME.trigger-sessions ("STEP ID").  A:
+# --start-after 10 --stop-after 100, for A1 and, after `busprof rearm` once
+# the stop trigger fired, A2; B: --start-on the first write of 0x5a to the
+# scratch register, --pre-trigger 8; C: no trigger, and `busprof pause` once
+# 2000 of porttest -t 8's accesses are recorded, `busprof resume` 2 s later;
+# D: the next session of C's daemon, in which the guest traps COM2 itself
+# (busprof-pausetest) and pauses and resumes recording with bp_pause and
+# bp_resume.
+TRIGGER_COND='port=0x2ff,dir=out,value=0x5a'
+trigger_phase() {
+    local name=$1 log=$2 out=$BUSPROF_RESULTS/$1.trigger.log sock=/run/busprof/$1.trigger.sock pid i
+    wait_line '^TRIGGER-READY' "$log" 1200 || return 0
+    {
+        for i in $(seq 120); do
+            kill -0 "$DAEMON_PID" 2>/dev/null || break
+            sleep 0.5
+        done
+        : > "$BUSPROF_RESULTS/$name.trigger-sessions"
+        start_daemon "$name" "$sock" "$BUSPROF_RESULTS/$name.trigger-a.log" \
+            --start-after 10 --stop-after 100 || return
+        pid=$STARTED_PID
+        trigger_step "$name" "$log" A1 "$sock"
+        busprof rearm --socket "$sock"
+        trigger_step "$name" "$log" A2 "$sock"
+        trigger_end "$name" "$pid" a
+        start_daemon "$name" "$sock" "$BUSPROF_RESULTS/$name.trigger-b.log" \
+            --start-on "$TRIGGER_COND" --pre-trigger 8 || return
+        pid=$STARTED_PID
+        trigger_step "$name" "$log" B "$sock"
+        trigger_end "$name" "$pid" b
+        start_daemon "$name" "$sock" "$BUSPROF_RESULTS/$name.trigger-c.log" || return
+        pid=$STARTED_PID
+        trigger_step "$name" "$log" C "$sock"
+        busprof stop --socket "$sock" && busprof rearm --socket "$sock"
+        wait_line '^TRIGGER-DONE D' "$log" 240
+        trigger_session "$name" D "$sock"
+        trigger_end "$name" "$pid" c
+        bp_t "trigger phase of $name done: $(xargs < "$BUSPROF_RESULTS/$name.trigger-sessions")"
+    } >> "$out" 2>&1
+}
+
+# trigger_step NAME LOG STEP SOCKET: traps COM2 for the guest's porttest of
+# STEP and, for C, pauses and resumes recording in the middle of its loop;
+# once the guest is done, notes the session and untraps COM2, and waits
+# until the guest saw it handed back.
+trigger_step() {
+    local name=$1 log=$2 step=$3 sock=$4 i ctl=
+    bp_t "trigger step $step of $name: trap COM2"
+    # the guest's probe may hold COM2 for a moment (EEXIST)
+    for i in $(seq 50); do
+        busprof trap "$name" --backend xen --ports "$PLAIN_PORTS" && break
+        sleep 0.2
+    done
+    if [ "$step" = C ]; then
+        # Once 2000 of the loop's accesses are recorded, pause for 2 s.  At
+        # nice -15, above the daemon's thread that serves the guest: under
+        # the loop that thread has dom0's one vCPU, and a shell of nice 0
+        # (or xenconsoled, which writes the guest's console to LOG) would
+        # get its turn only when the loop is over.
+        (
+            renice -n -15 -p "$BASHPID" > /dev/null
+            for i in $(seq 300); do
+                [ "$(busprof status --socket "$sock" 2>/dev/null |
+                     sed -n 's/.* recorded \([0-9]*\) .*/\1/p')" -ge 2000 ] 2>/dev/null && break
+                sleep 0.2
+            done
+            bp_t "busprof pause under porttest -t: $(busprof pause --socket "$sock" 2>&1)"
+            sleep 2
+            bp_t "busprof resume: $(busprof resume --socket "$sock" 2>&1)"
+        ) &
+        ctl=$!
+    fi
+    wait_line "^TRIGGER-DONE $step" "$log" 240
+    [ -z "$ctl" ] || wait "$ctl"
+    trigger_session "$name" "$step" "$sock"
+    busprof untrap "$name" --backend xen --ports "$PLAIN_PORTS"
+    wait_line "^TRIGGER-BACK $step" "$log" 240
+}
+
+# trigger_session NAME STEP SOCKET: the daemon's session, noted for STEP.
+trigger_session() {
+    local s
+    s=$(busprof status --socket "$3" | sed -n 's/^session \([0-9]*\) .*/\1/p')
+    echo "$2 $s" >> "$BUSPROF_RESULTS/$1.trigger-sessions"
+    bp_t "trigger step $2 of $1 done in session $s"
+}
+
+# trigger_end NAME PID WHICH: the step's daemon stopped as systemctl stops
+# it; its exit status and output go to NAME.trigger.log.
+trigger_end() {
+    kill -TERM "$2"
+    wait "$2"
+    echo "trigger daemon $3 exit status $?"
+    cat "$BUSPROF_RESULTS/$1.trigger-$3.log"
+}
+
 # timeout_phase NAME LOG: the bounded wait of patch 0103, for a port and a
 # memory-mapped register.  Once the daemon stopped by stop_phase is gone, a
 # new one attaches (a session of its own, the first after the stop's) with

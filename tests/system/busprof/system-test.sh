@@ -114,6 +114,7 @@ else
 fi
 cp "$BUILD/guest-lib/busprof-example-driver" "$BUILD/guest-lib/busprof-edu-driver" \
    "$BUILD/guest-lib/busprof-trap-probe" "$BUILD/tests/system/busprof-relative" \
+   "$BUILD/tests/system/busprof-pausetest" \
    "$HERE/busprof-guest.sh" "$HERE/busprof-guest-pv.sh" "$bin/"
 # busprof beside a plain ioreq server: ioreq-probe in dom0 is that server
 gcc -O2 -Wall -D__XEN_TOOLS__ -o "$bin/ioreq-probe" "$ROOT/tests/system/dom0/ioreq-probe.c" \
@@ -123,7 +124,7 @@ gcc -O2 -Wall -D__XEN_TOOLS__ -o "$bin/ioreq-probe" "$ROOT/tests/system/dom0/ior
 # so per guest under TCG on a loaded host: QEMU gets 1200 s, not the rig's 900.
 export BUSPROF_QEMU_TIMEOUT=${BUSPROF_QEMU_TIMEOUT:-1200}
 boot() {
-    BUSPROF_GUEST_PROGRAMS="busprof-trap-probe busprof-edu-driver busprof-relative busprof-guest.sh busprof-guest-pv.sh" \
+    BUSPROF_GUEST_PROGRAMS="busprof-trap-probe busprof-edu-driver busprof-relative busprof-pausetest busprof-guest.sh busprof-guest-pv.sh" \
         BUSPROF_DOM0_PROGRAMS="ioreq-probe ${BUSPROF_DOM0_PROGRAMS:-}" \
         "$ROOT/tests/system/run.sh" --bin-dir "$bin" --hook "$HERE/dom0-busprof.sh" \
         --guests "$GUESTS"
