@@ -137,19 +137,27 @@ def check_bars(c, key, rows):
         assert bar and want[bar[0]] == int(m[3]), (key, m[0], want)
 
 
+def with_mmio_rows(db, tmp, name, rip, addr, size, value):
+    """A copy of db (tmp/name) whose every port row has a memory-mapped twin
+    made of it by the SQL expressions given; (path, open connection)."""
+    path = os.path.join(tmp, name)
+    shutil.copy(db, path)
+    con = sqlite3.connect(path)
+    con.execute("INSERT INTO mmio_transactions (session_id, domid, vcpu, rip, addr, size, dir,"
+                " value, t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns, clock_skewed,"
+                f" status) SELECT session_id, domid, vcpu, {rip}, {addr}, {size}, dir, {value},"
+                " t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns, clock_skewed, status"
+                " FROM transactions")
+    con.commit()
+    return path, con
+
+
 def registers_drawn(busprof, db, tmp):
     """The same session with memory-mapped rows made from its port rows (a
     register of 4 and one of 8 bytes a port): a histogram per register and
     direction after the ports', with its address and width."""
-    mdb = os.path.join(tmp, "mmio.db")
-    shutil.copy(db, mdb)
-    con = sqlite3.connect(mdb)
-    con.execute("INSERT INTO mmio_transactions (session_id, domid, vcpu, rip, addr, size, dir,"
-                " value, t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns, clock_skewed,"
-                " status) SELECT session_id, domid, vcpu, rip, 0x1000febf0000 + port * 8,"
-                " 4 << (id % 2), dir, -1, t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns,"
-                " clock_skewed, status FROM transactions")
-    con.commit()
+    mdb, con = with_mmio_rows(db, tmp, "mmio.db", "rip", "0x1000febf0000 + port * 8",
+                              "4 << (id % 2)", "-1")
     rows = con.execute("SELECT addr, size, dir, bus_ns FROM mmio_transaction_times"
                        " WHERE status = 'ok' AND bus_ns IS NOT NULL").fetchall()
     nports = con.execute("SELECT count(DISTINCT port || dir) FROM transaction_times"
@@ -211,15 +219,9 @@ def functions_drawn(busprof, db, tmp):
     instructions and bus time are those SQL gives over the function's
     range, of both spaces; the row of no function last.  Without --symbols
     the page has no such section and its data no "functions"."""
-    fdb = os.path.join(tmp, "functions.db")
-    shutil.copy(db, fdb)
-    con = sqlite3.connect(fdb)
-    con.execute("INSERT INTO mmio_transactions (session_id, domid, vcpu, rip, addr, size, dir,"
-                " value, t_trap_ns, t_bus_begin_ns, t_bus_end_ns, t_resume_ns, clock_skewed,"
-                " status) SELECT session_id, domid, vcpu, CASE WHEN id % 7 = 0 THEN 0 ELSE rip"
-                " END, 0xfebf0000 + port * 4, 4, dir, value, t_trap_ns, t_bus_begin_ns,"
-                " t_bus_end_ns, t_resume_ns, clock_skewed, status FROM transactions")
-    con.commit()
+    fdb, con = with_mmio_rows(db, tmp, "functions.db",
+                              "CASE WHEN id % 7 = 0 THEN 0 ELSE rip END",
+                              "0xfebf0000 + port * 4", "4", "value")
     r = [x for x, in con.execute("SELECT DISTINCT rip FROM access_times WHERE rip != 0"
                                  " ORDER BY rip")]
     assert len(r) >= 4, r

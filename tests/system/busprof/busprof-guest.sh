@@ -11,19 +11,37 @@
 # a daemon with SIGSTOP.
 export PATH=/busprof/bin:$PATH
 rc=0
+
+# dom0_holds_com2: waits until a trap of COM2 is refused with EEXIST (dom0
+# trapped it for this guest), 60 s at most; N is the number of probes, and
+# the status 1 if it never was.
+dom0_holds_com2() {
+    n=0
+    until busprof-trap-probe 0x2f8 0x2ff | grep -q EEXIST; do
+        n=$((n + 1))
+        [ $n -ge 300 ] && return 1
+        sleep 0.2
+    done
+}
+
+# dom0_hands_back WHAT: waits while a trap of COM2 is refused with EEXIST
+# (dom0 still holds it), 120 s at most, and says after how many probes.
+dom0_hands_back() {
+    n=0
+    while busprof-trap-probe 0x2f8 0x2ff | grep -q EEXIST; do
+        n=$((n + 1))
+        [ $n -ge 600 ] && { echo "COM2 still trapped by dom0 after 120 s"; break; }
+        sleep 0.2
+    done
+    echo "COM2 handed back by dom0 $1 after $n probes"
+}
+
 # porttest knows nothing of busprof (ioperm, outb/inb, and with -s string
 # I/O: REP OUTS/INS of each width); dom0 trapped COM2 for this guest before
 # it started (busprof trap).
 porttest -s 100 0x2f8
-# COM2 stays dom0's until dom0 untraps it, after it ended porttest's session;
-# until then a trap of it is refused with EEXIST.
-n=0
-while busprof-trap-probe 0x2f8 0x2ff | grep -q EEXIST; do
-    n=$((n + 1))
-    [ $n -ge 600 ] && { echo "COM2 still trapped by dom0 after 120 s"; break; }
-    sleep 0.2
-done
-echo "COM2 handed back by dom0 after $n probes"
+# COM2 stays dom0's until dom0 untraps it, after it ended porttest's session.
+dom0_hands_back "after porttest"
 busprof-trap-probe 0x3e8 0x3ef    # the guest may use it, dom0's policy does not allow it
 busprof-trap-probe 0x3f8 0x3ff    # the policy allows it, the guest was never granted it
 # The example driver: 1700 rounds of 3 accesses, 5100 records that
@@ -44,18 +62,6 @@ new_session() {
         sleep 0.2
     done
     echo "new session for $1 after $n probes"
-}
-
-# dom0_holds_com2: waits until a trap of COM2 is refused with EEXIST (dom0
-# trapped it for this guest), 60 s at most; N is the number of probes, and
-# the status 1 if it never was.
-dom0_holds_com2() {
-    n=0
-    until busprof-trap-probe 0x2f8 0x2ff | grep -q EEXIST; do
-        n=$((n + 1))
-        [ $n -ge 300 ] && return 1
-        sleep 0.2
-    done
 }
 
 # Linux's own serial driver (8250), which nobody here wrote, on COM2 under
@@ -80,13 +86,7 @@ else
     rc=1
 fi
 echo "SERIAL-DONE"
-n=0
-while busprof-trap-probe 0x2f8 0x2ff | grep -q EEXIST; do
-    n=$((n + 1))
-    [ $n -ge 600 ] && { echo "COM2 still trapped by dom0 after 120 s"; break; }
-    sleep 0.2
-done
-echo "COM2 handed back by dom0 after the serial driver after $n probes"
+dom0_hands_back "after the serial driver"
 
 if [ -f /busprof/kmod/busprof.ko ]; then
     # dom0 ends the driver's session and starts the next one (busprof stop,
@@ -195,13 +195,8 @@ for step in A1 A2 B C; do
         porttest 100 0x2f8 || rc=1
     fi
     echo "TRIGGER-DONE $step"
-    n=0
-    while busprof-trap-probe 0x2f8 0x2ff | grep -q EEXIST; do
-        n=$((n + 1))
-        [ $n -ge 300 ] && break
-        sleep 0.2
-    done
-    echo "TRIGGER-BACK $step after $n probes"
+    dom0_hands_back "after trigger step $step"
+    echo "TRIGGER-BACK $step"
 done
 if new_session "busprof-pausetest"; then
     echo "TRIGGER-START D"

@@ -122,11 +122,7 @@ serial_phase() {
         bp_t "example driver of $name done: stop, rearm, QEMU's log on, trap COM2 for Linux's serial driver"
         next_session "$name" "$BUSPROF_RESULTS/$name.serial-session"
         qemu_trace on "$name-serial" || bp_t "QEMU's log of COM2 was not switched on"
-        # the guest's probe may hold COM2 for a moment (EEXIST)
-        for i in $(seq 50); do
-            busprof trap "$name" --backend xen --ports "$PLAIN_PORTS" && break
-            sleep 0.2
-        done
+        dom0_trap "$name" --ports "$PLAIN_PORTS"
         wait_line '^SERIAL-DONE' "$log" 600
         qemu_trace off "$name-serial" || bp_t "QEMU's log of COM2 was not switched off"
         bp_t "serial driver of $name done: stop, rearm, untrap"
@@ -240,6 +236,20 @@ edu_phase() {
     } >> "$out" 2>&1
 }
 
+# dom0_trap NAME OPTION...: `busprof trap NAME --backend xen OPTION...`,
+# tried again for 10 s while it fails: the guest probes the range with a
+# trap of its own until dom0's is there, and may hold it for a moment
+# (EEXIST).
+dom0_trap() {
+    local name=$1 i
+    shift
+    for i in $(seq 50); do
+        busprof trap "$name" --backend xen "$@" && return 0
+        sleep 0.2
+    done
+    return 1
+}
+
 # wait_line RE LOG TRIES: until a line of LOG matches RE, looking every
 # half second, TRIES times at most; its status says whether one did.
 wait_line() {
@@ -319,11 +329,7 @@ stop_phase() {
         # may hold COM2 for a moment (EEXIST).  The edu device's first page
         # too, for porttest's memory-mapped loop (trapped before COM2, so
         # that the guest's probe sees both).
-        for i in $(seq 50); do
-            busprof trap "$name" --backend xen ${EDU_BAR:+--mmio "$EDU_PAGE"} \
-                --ports "$PLAIN_PORTS" && break
-            sleep 0.2
-        done
+        dom0_trap "$name" ${EDU_BAR:+--mmio "$EDU_PAGE"} --ports "$PLAIN_PORTS"
         quiet_wait_for "SCRATCH-LOOP start" "$log" 120 || { bp_t "porttest -t did not start"; return; }
         sleep "$STOP_AFTER"
         # QEMU logs what COM2 sees from just before the SIGTERM to a second
@@ -393,11 +399,7 @@ trigger_phase() {
 trigger_step() {
     local name=$1 log=$2 step=$3 sock=$4 i ctl=
     bp_t "trigger step $step of $name: trap COM2"
-    # the guest's probe may hold COM2 for a moment (EEXIST)
-    for i in $(seq 50); do
-        busprof trap "$name" --backend xen --ports "$PLAIN_PORTS" && break
-        sleep 0.2
-    done
+    dom0_trap "$name" --ports "$PLAIN_PORTS"
     if [ "$step" = C ]; then
         # Once 2000 of the loop's accesses are recorded, pause for 2 s.  At
         # nice -15, above the daemon's thread that serves the guest: under
@@ -469,10 +471,7 @@ timeout_phase() {
             "$BUSPROF_RESULTS/$name.timeout-daemon.log" --timeout-ms "$TIMEOUT_MS" || return
         pid=$STARTED_PID
         bp_t "dom0 traps the page $page and COM2 for $name's loops"
-        for i in $(seq 50); do
-            busprof trap "$name" --backend xen --mmio "$page" --ports "$PLAIN_PORTS" && break
-            sleep 0.2
-        done
+        dom0_trap "$name" --mmio "$page" --ports "$PLAIN_PORTS"
         if quiet_wait_for "MMIO-LOOP start" "$log" 120; then
             sleep "$TIMEOUT_AFTER"
             bp_t "SIGSTOP to the daemon of $name (pid $pid) for $TIMEOUT_STOP s, its timeout $TIMEOUT_MS ms"
@@ -492,12 +491,8 @@ timeout_phase() {
             "$BUSPROF_RESULTS/$name.again-daemon.log" || return
         pid=$STARTED_PID
         wait_line '^TIMEOUT: trap again' "$log" 240
-        # The guest probes COM2 until this trap is there (it may hold COM2
-        # for a moment, EEXIST), then powers off.
-        for i in $(seq 50); do
-            busprof trap "$name" --backend xen --mmio "$page" --ports "$PLAIN_PORTS" && break
-            sleep 0.2
-        done
+        # The guest probes COM2 until this trap is there, then powers off.
+        dom0_trap "$name" --mmio "$page" --ports "$PLAIN_PORTS"
         bp_t "the edu device's first page and COM2 stay trapped for $name until its destruction"
         wait "$pid"
         echo "again daemon exit status $?"
