@@ -15,7 +15,7 @@
 #   --second-emulator  no busprof, a plain second ioreq server per guest (after --baseline:
 #               on the unpatched Xen)
 # Each run keeps its logs in build/soak/<variant>-<date>/run-NN/ (serial.log, results/,
-# output.log (the run's own output), check.txt, qemu-status, qemu-cmdline.txt,
+# output.log (the run's own output), check.txt, serial.txt, analysis.txt, qemu-status, qemu-cmdline.txt,
 # qemu-registers.txt after a hang, trace.db, run-info.txt); build/soak/<variant>-latest
 # points at the newest soak. After each run the soak's results are written beside
 # them: soak-results.csv and soak-results.md, a row per run and measurement
@@ -81,7 +81,8 @@ for i in $(seq 1 "$RUNS"); do
     "$SYS_DIR/busprof/system-test.sh" "${ARGS[@]}" > "$run/output.log" 2>&1
     rc=$?
     python3 "$SYS_DIR/results.py" --end "$run" "$rc"
-    for f in serial.log qemu-cmdline.txt qemu-registers.txt qemu-status check.txt xen-variant.txt trace.db; do
+    for f in serial.log qemu-cmdline.txt qemu-registers.txt qemu-status check.txt serial.txt \
+             analysis.txt xen-variant.txt trace.db; do
         [ -f "$WORK/$f" ] && cp "$WORK/$f" "$run/"
     done
     [ -d "$WORK/results" ] && cp -r "$WORK/results" "$run/"
