@@ -17,7 +17,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 # What soak.sh runs besides the system test itself.
 LINKED = ("soak.sh", "classify.py", "results.py", "busprof/check_trace.py", "busprof/check_edu.py",
-          "busprof/check_timeout.py", "busprof/check_digest.py", "busprof/check_strings.py")
+          "busprof/check_timeout.py", "busprof/check_digest.py", "busprof/check_strings.py",
+          "busprof/check_trigger.py")
 
 # The columns the table of runs in the README had, by the names of
 # busprof-relative's line.
