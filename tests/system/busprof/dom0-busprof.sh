@@ -116,7 +116,7 @@ plain_phase() {
 # (SERIAL-DONE): QEMU's log off, the session ended and the next one started,
 # COM2 handed back.  Then serial_symbols.
 serial_phase() {
-    local name=$1 log=$2 sock=/run/busprof/$1.sock out=$BUSPROF_RESULTS/$1.serial.log i
+    local name=$1 log=$2 sock=/run/busprof/$1.sock out=$BUSPROF_RESULTS/$1.serial.log
     wait_line '^SERIAL-READY' "$log" 1200 || return 0
     {
         bp_t "example driver of $name done: stop, rearm, QEMU's log on, trap COM2 for Linux's serial driver"
@@ -138,7 +138,7 @@ serial_phase() {
 # symbolize`, `stats --by rip` and `report`, each with --symbols, into
 # NAME.serial-*.  The symbols: the kernel's text symbols in dom0's
 # /proc/kallsyms (kallsyms.txt), as dom0 boots the guests' very kernel
-# image (Debian ships its System.map only in the -dbg package, 800 MB),
+# image (Debian ships its System.map only in the -dbg package, 855 MB),
 # moved by the guest's KASLR offset: the guest's _text (its KSYM line, from
 # its own /proc/kallsyms) less dom0's.  check_serial.py holds the table to
 # the guest's other KSYM addresses and the outputs to the rows.
