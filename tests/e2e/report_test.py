@@ -215,8 +215,9 @@ def functions_drawn(busprof, db, tmp):
     rows made from its port rows, some of them with no instruction address
     (rip 0), and a System.map of two functions over its instructions
     r0 < r1 < ...: io_serial_in from r1 (so r1 and r2, two instructions),
-    io_serial_out from r3 (the rest); r0 in none.  Each row's accesses,
-    instructions and bus time are those SQL gives over the function's
+    io_serial_out from r3 (the rest, as far as 64 KiB past it: beyond, an
+    address of the last symbol is nobody's, busprof(1)); r0 in none.  Each
+    row's accesses, instructions and bus time are those SQL gives over the function's
     range, of both spaces; the row of no function last.  Without --symbols
     the page has no such section and its data no "functions"."""
     fdb, con = with_mmio_rows(db, tmp, "functions.db",
@@ -230,8 +231,8 @@ def functions_drawn(busprof, db, tmp):
         f.write(f"{r[1]:016x} T io_serial_in\n{r[3]:016x} T io_serial_out\n"
                 f"{r[2]:016x} d a_datum_between\n")   # not code: no function
     ranges = [("io_serial_in", f"rip BETWEEN {r[1]} AND {r[3] - 1}"),
-              ("io_serial_out", f"rip >= {r[3]}"),
-              (None, f"rip = 0 OR rip < {r[1]}")]
+              ("io_serial_out", f"rip BETWEEN {r[3]} AND {r[3] + 65535}"),
+              (None, f"rip = 0 OR rip < {r[1]} OR rip > {r[3] + 65535}")]
     (total,), = con.execute("SELECT sum(bus_ns) FROM access_times").fetchall()
     want = []
     for name, where in ranges:
@@ -244,7 +245,8 @@ def functions_drawn(busprof, db, tmp):
                      "mean_bus_ns": int(bus / timed + 0.5), "share": bus / total})
     (nall,), = con.execute("SELECT count(*) FROM access_times").fetchall()
     con.close()
-    assert [w["instructions"] for w in want] == [2, len(r) - 3, 1], want
+    assert want[0]["instructions"] == 2 and want[1]["instructions"] >= 1 and \
+        sum(w["instructions"] for w in want) == len(r), want
     want[:2] = sorted(want[:2], key=lambda w: -w["bus_ns"])
 
     out = os.path.join(tmp, "functions.html")
