@@ -220,6 +220,18 @@ uint64_t Daemon::stamp_ns(uint64_t tsc) const {
     return static_cast<uint64_t>(static_cast<unsigned __int128>(tsc) * 1000000 / page_.tsc_khz());
 }
 
+// Xen's stamp of an access's trap on CLOCK_MONOTONIC.  With the TSC clock
+// and a bus access, against the TSC read just before it and t0: the stamp
+// is then only as old as the vCPU's wait for this thread, and the rate's
+// error counts over that alone.  Converted here, after the notify, it
+// would count over whatever held this thread since as well, and a trap
+// could come out after its own bus access.
+uint64_t Daemon::trap_ns(const Access& a) const {
+    if (tsc_clock_ && a.tsc0)
+        return tsc_clock_->to_ns(a.trap.tsc, TscClock::Pair{a.tsc0, a.t0, 0});
+    return to_ns(a.trap.tsc);
+}
+
 // The stamp clock on CLOCK_MONOTONIC.
 uint64_t Daemon::to_ns(uint64_t tsc) const {
     if (page_.stamps_dom0_clock())
@@ -757,6 +769,7 @@ void Daemon::answer_access(unsigned v, ioreq_t* p, Access& a) {
             a.value = a.mask;
     } else if (a.valid && !a.mmio && may_serve(a.port, a.size)) {
         uint32_t value = static_cast<uint32_t>(a.value);
+        a.tsc0 = tsc_clock_ ? read_tsc() : 0;
         a.t0 = now_ns();
         bus_->access(static_cast<uint16_t>(a.port), a.size, a.write, &value);
         a.t1 = now_ns();
@@ -764,6 +777,7 @@ void Daemon::answer_access(unsigned v, ioreq_t* p, Access& a) {
     } else if (a.valid && a.mmio && may_serve_mmio(a.addr, a.size)) {
         // The bus maps every span it was granted: one it could not map was
         // never granted, and may_serve_mmio() said no.
+        a.tsc0 = tsc_clock_ ? read_tsc() : 0;
         a.t0 = now_ns();
         bus_->mmio(a.addr, a.size, a.write, &a.value);
         a.t1 = now_ns();
@@ -814,7 +828,7 @@ void Daemon::keep_pending(unsigned v, const Access& a) {
     pd.r.who_known = a.stamped && page_.says_who();
     pd.r.task = pd.r.who_known ? a.trap.task : 0;
     pd.r.pcpu = pd.r.who_known ? a.trap.pcpu : 0;
-    pd.r.t_trap_ns = a.stamped ? to_ns(a.trap.tsc) : (a.t0 ? a.t0 : a.now);
+    pd.r.t_trap_ns = a.stamped ? trap_ns(a) : (a.t0 ? a.t0 : a.now);
     pd.r.t_bus_begin_ns = a.t0;
     pd.r.t_bus_end_ns = a.t1;
     const uint64_t now = a.now;

@@ -121,6 +121,7 @@ class Daemon {
         bool abandoned = false;       // Xen gave up on it first
         uint8_t status = XEN_BUSPROF_STATUS_OK;
         uint64_t t0 = 0, t1 = 0, now = 0; // the bus access; the answer's time
+        uint64_t tsc0 = 0;                // with the TSC clock: the TSC read just before t0
     };
 
     void answer_extracts();
@@ -164,6 +165,7 @@ class Daemon {
     uint64_t finish();
     uint64_t stamp_ns(uint64_t tsc) const;
     uint64_t to_ns(uint64_t tsc) const;
+    uint64_t trap_ns(const Access& a) const;
     void calibrate_clock();
     bool use_tsc_clock();
     struct Bracket {

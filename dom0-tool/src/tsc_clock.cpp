@@ -48,9 +48,12 @@ double TscClock::ns_per_tick(const Pair& now) const {
 }
 
 uint64_t TscClock::to_ns(uint64_t tsc) const {
-    Pair now = pair();
-    double ticks = static_cast<double>(static_cast<int64_t>(now.tsc - tsc));
-    return now.mono - static_cast<uint64_t>(static_cast<int64_t>(ticks * ns_per_tick(now)));
+    return to_ns(tsc, pair());
+}
+
+uint64_t TscClock::to_ns(uint64_t tsc, const Pair& at) const {
+    double ticks = static_cast<double>(static_cast<int64_t>(at.tsc - tsc));
+    return at.mono - static_cast<uint64_t>(static_cast<int64_t>(ticks * ns_per_tick(at)));
 }
 
 } // namespace busprof

@@ -148,7 +148,13 @@ class FakeChannel : public Channel {
         answered_[v]++;
         data_[v] = static_cast<uint32_t>(ioreq->vcpu_ioreq[v].data);
         cv_.notify_all();
+        // the daemon's thread held after it answered, and the guest with
+        // it (the lock), as on a CPU they share: its next access is
+        // stamped just before the daemon takes it
+        if (hold_us_)
+            std::this_thread::sleep_for(std::chrono::microseconds(hold_us_));
     }
+    void hold_after_notify(unsigned us) { hold_us_ = us; }
 
     // --- Xen's side, from the test thread.
     void report(Ev e) {
@@ -287,6 +293,7 @@ class FakeChannel : public Channel {
   private:
     bool tsc_ = false;
     int64_t tsc_skew_ = 0;
+    std::atomic<unsigned> hold_us_{0};
 
     int kick_;
     std::mutex mu_;
@@ -1263,6 +1270,24 @@ TEST_F(DaemonTest, StampsOfTheTscAreReadAgainstTheTscAtEachConversion) {
                      " t_bus_end_ns <= t_resume_ns"),
               40);
     EXPECT_LT(scalar("SELECT max(t_resume_ns - t_trap_ns) FROM transactions"), 100000000);
+}
+
+// The same when the daemon's thread is held for 2 ms after each answer: a
+// trap stamp converted then would be 2 ms old, and the rate's 5 % error
+// would put it after its own bus access.  It is converted against the TSC
+// read at the bus access instead.
+TEST_F(DaemonTest, ATrapStampIsConvertedAtItsBusAccessNotAfterTheAnswer) {
+    chan->stamp_tsc(static_cast<uint32_t>(measured_tsc_khz() * 1.05));
+    chan->hold_after_notify(2000);
+    ::testing::internal::CaptureStderr();
+    start_on_null_bus([] {});
+    null_bus_accesses(20);
+    EXPECT_EQ(finish(), EXIT_SUCCESS);
+    (void)::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions WHERE clock_skewed = 0 AND"
+                     " t_trap_ns <= t_bus_begin_ns AND t_bus_begin_ns <= t_bus_end_ns AND"
+                     " t_bus_end_ns <= t_resume_ns"),
+              20);
 }
 
 // A TSC this process reads a second's ticks away from Xen's (a dom0 whose
