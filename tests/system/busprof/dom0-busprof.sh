@@ -83,7 +83,7 @@ fi
 # starts the next one and untraps COM2, which lets the guest go on to the
 # driver.
 plain_phase() {
-    local name=$1 log=$2 domid=$3 sock=/run/busprof/$1.sock out=$BUSPROF_RESULTS/$1.trap.log i
+    local name=$1 log=$2 domid=$3 out=$BUSPROF_RESULTS/$1.trap.log i
     top_start "$name"
     for i in $(seq 480); do
         grep -q '^SCRATCH-\(OK\|FAIL\)' "$log" 2>/dev/null && break
@@ -92,8 +92,7 @@ plain_phase() {
     qemu_trace off "$name-plain" || bp_t "QEMU's log of COM2 was not switched off"
     {
         bp_t "porttest of $name done (or 240 s passed): QEMU's log off, stop, rearm, untrap"
-        busprof stop --socket "$sock" && busprof rearm --socket "$sock" &&
-            busprof untrap "$name" --backend xen --ports "$PLAIN_PORTS"
+        hand_back "$name"
         echo "plain phase rc=$?"
     } >> "$out" 2>&1
     top_capture "$name" "$log"
@@ -116,7 +115,7 @@ plain_phase() {
 # (SERIAL-DONE): QEMU's log off, the session ended and the next one started,
 # COM2 handed back.  Then serial_symbols.
 serial_phase() {
-    local name=$1 log=$2 sock=/run/busprof/$1.sock out=$BUSPROF_RESULTS/$1.serial.log
+    local name=$1 log=$2 out=$BUSPROF_RESULTS/$1.serial.log
     wait_line '^SERIAL-READY' "$log" 1200 || return 0
     {
         bp_t "example driver of $name done: stop, rearm, QEMU's log on, trap COM2 for Linux's serial driver"
@@ -126,8 +125,7 @@ serial_phase() {
         wait_line '^SERIAL-DONE' "$log" 600
         qemu_trace off "$name-serial" || bp_t "QEMU's log of COM2 was not switched off"
         bp_t "serial driver of $name done: stop, rearm, untrap"
-        busprof stop --socket "$sock" && busprof rearm --socket "$sock" &&
-            busprof untrap "$name" --backend xen --ports "$PLAIN_PORTS"
+        hand_back "$name"
         echo "serial phase rc=$?"
     } >> "$out" 2>&1
     serial_symbols "$name" "$log" >> "$out" 2>&1
@@ -234,6 +232,14 @@ edu_phase() {
         qemu_trace off "$name" || bp_t "QEMU's log was not switched off"
         bp_t "edu phase of $name done"
     } >> "$out" 2>&1
+}
+
+# hand_back NAME: ends the daemon's session, starts the next one and then
+# untraps COM2 (in that order: a probe of the guest's that traps COM2 once
+# it is free lands in the new session).
+hand_back() {
+    busprof stop --socket "/run/busprof/$1.sock" && busprof rearm --socket "/run/busprof/$1.sock" &&
+        busprof untrap "$1" --backend xen --ports "$PLAIN_PORTS"
 }
 
 # dom0_trap NAME OPTION...: `busprof trap NAME --backend xen OPTION...`,
