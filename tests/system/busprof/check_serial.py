@@ -41,6 +41,7 @@ import sys
 from bisect import bisect_right
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_analysis import report_data  # noqa: E402
 from check_edu import first_difference, qemu_accesses  # noqa: E402
 from check_strings import pieces  # noqa: E402
 
@@ -267,11 +268,13 @@ def check_report(res, name, rows, syms, screenshot):
     it from headless Chromium."""
     path = os.path.join(res, f"{name}.serial-report.html")
     try:
-        html = open(path).read()
-        m = re.search(r'<script type="application/json" id="data">(.*?)</script>', html, re.S)
-        data = json.loads(m.group(1))
-    except (OSError, ValueError, AttributeError) as e:
-        return [f"the report {os.path.basename(path)}: no data ({e})"]
+        data = report_data(open(path).read())
+    except (OSError, ValueError) as e:
+        data, why = None, e
+    else:
+        why = "no data in the page"
+    if data is None:
+        return [f"the report {os.path.basename(path)}: {why}"]
     return check_report_data(data, rows, syms) + (shoot(path) if screenshot else [])
 
 

@@ -42,12 +42,22 @@ FIXED = (0x00, 0xFF, 0x55, 0xAA, 0x01, 0x80, 0x5A, 0xA5)
 COND = "port=0x2ff,dir=out,value=0x5a"
 
 
+def scratch_value(i):
+    """The value porttest's loop (and busprof-pausetest) writes in pair i."""
+    return (i * 37 + 0x5B) & 0xFF
+
+
+def paused_run_values():
+    """busprof-pausetest's recorded writes: its first and last blocks."""
+    return [scratch_value(i) for i in list(range(PAUSE_N)) + list(range(2 * PAUSE_N, 3 * PAUSE_N))]
+
+
 def porttest_accesses(n=N):
     """porttest n's accesses in order, 1 being the first: (dir, port,
     value), value None where it is the device's (the first two reads, and
     the restore of the scratch register's first value)."""
     out = [("in", SCRATCH, None), ("in", SCRATCH - 2, None)]
-    for v in list(FIXED) + [(i * 37 + 0x5B) & 0xFF for i in range(n)]:
+    for v in list(FIXED) + [scratch_value(i) for i in range(n)]:
         out += [("out", SCRATCH, v), ("in", SCRATCH, v)]
     return out + [("out", SCRATCH, None)]
 
@@ -180,9 +190,7 @@ def check_trigger(db, outdir, name, log):
     if not re.search(rf"^PAUSE-OK {3 * PAUSE_N} pairs made", part, re.M):
         problems.append("D: busprof-pausetest did not say PAUSE-OK")
     if s is not None:
-        vals = [(i * 37 + 0x5B) & 0xFF for i in list(range(PAUSE_N))
-                + list(range(2 * PAUSE_N, 3 * PAUSE_N))]
-        want = [w for v in vals for w in (("out", SCRATCH, v), ("in", SCRATCH, v))]
+        want = [w for v in paused_run_values() for w in (("out", SCRATCH, v), ("in", SCRATCH, v))]
         problems += [f"D: {p}" for p in same(rows, want)]
         if s[5] != 2 * PAUSE_N:
             problems.append(f"D: {s[5]} accesses unrecorded, not the paused {2 * PAUSE_N}")

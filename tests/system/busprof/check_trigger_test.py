@@ -12,7 +12,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_trigger import COND, N, PAUSE_N, check_trigger, porttest_accesses  # noqa: E402
+from check_trigger import (COND, N, PAUSE_N, check_trigger, paused_run_values,  # noqa: E402
+                           porttest_accesses)
 
 NAME = "bp-hvm"
 SIDS = {"A1": 20, "A2": 21, "B": 22, "C": 23, "D": 24}
@@ -54,8 +55,7 @@ def run():
               "rows": rows,
               "marks": [("start", None, None, "start_trap", 0), ("pause", None, None, "user", 1002),
                         ("resume", None, None, "user", 3002), ("stop", None, None, "user", 5000)]}
-    vals = [(i * 37 + 0x5B) & 0xFF for i in list(range(PAUSE_N))
-            + list(range(2 * PAUSE_N, 3 * PAUSE_N))]
+    vals = paused_run_values()
     r["D"] = {"session": ("stopped", "start_trap", "manual", 0, 4 * PAUSE_N, 2 * PAUSE_N),
               "rows": [w + (0, 10 * i) for i, v in enumerate(vals)
                        for w in (("out", 0x2FF, v), ("in", 0x2FF, v))],
