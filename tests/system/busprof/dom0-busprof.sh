@@ -133,8 +133,9 @@ serial_phase() {
 
 # serial_symbols NAME LOG: the guest kernel's functions that made the serial
 # session's accesses, named in dom0 as a user names them: `busprof
-# symbolize`, `stats --by rip` and `report`, each with --symbols, into
-# NAME.serial-*.  The symbols: the kernel's text symbols in dom0's
+# symbolize` (its table, and as JSON for check_serial.py) and `report`,
+# each with --symbols, into NAME.serial-*.  (`stats --by rip` prints the
+# same table; check_analysis.py runs it on the trace.)  The symbols: the kernel's text symbols in dom0's
 # /proc/kallsyms (kallsyms.txt), as dom0 boots the guests' very kernel
 # image (Debian ships its System.map only in the -dbg package, 855 MB),
 # moved by the guest's KASLR offset: the guest's _text (its KSYM line, from
@@ -159,11 +160,9 @@ serial_symbols() {
         > "$r/$name.serial-symbolize.txt" 2>&1
     busprof symbolize --db "$DB" --session "$sid" --symbols "$syms" --format json \
         > "$r/$name.serial-symbolize.json" 2>&1
-    busprof stats --db "$DB" --session "$sid" --by rip --symbols "$syms" \
-        > "$r/$name.serial-stats.txt" 2>&1
     busprof report --db "$DB" --session "$sid" --symbols "$syms" \
         -o "$r/$name.serial-report.html" 2>&1
-    cat "$r/$name.serial-symbolize.txt" "$r/$name.serial-stats.txt"
+    cat "$r/$name.serial-symbolize.txt"
 }
 
 # top_start NAME: `busprof top` as a user runs it, in a terminal (a tmux
