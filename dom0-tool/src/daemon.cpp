@@ -346,6 +346,8 @@ int Daemon::run() {
     }
     if (!detached_ && !gone_)
         drain();
+    else if (detached_)
+        sweep_after_detach();
     finalize_all(true);
     if (gone_) {
         log(LogLevel::error, "the %s hypervisor went away: stopping the session",
@@ -970,6 +972,35 @@ void Daemon::finalize_all(bool force) {
 void Daemon::barrier() {
     finalize_all(false);
     release_settled(true);
+}
+
+// Xen detached the profiler, after a timeout or as the domain goes, and
+// the turn that saw it served only the vCPUs whose events it had.  Another
+// vCPU's request may still be in its slot: Xen routed it before the detach
+// and completes it without the daemon (all ones for a read, a lost write)
+// once its wait is over, as it did the one that timed out, or when the
+// server goes.  So each is recorded as timed out, without touching the
+// bus, and said in an event of its own: Xen's note for it went with the
+// detach.
+void Daemon::sweep_after_detach() {
+    for (unsigned v = 0; v < chan_->nr_vcpus; v++) {
+        const ioreq_t& r = chan_->ioreq->vcpu_ioreq[v];
+        if (ioreq_state(&r) != STATE_IOREQ_READY || r.type == IOREQ_TYPE_INVALIDATE)
+            continue;
+        const bool noted = abandoned_[v]; // Xen's timeout note named v
+        const std::string what =
+            r.type == IOREQ_TYPE_COPY ? "address " + hex(r.addr) : "port " + std::to_string(r.addr);
+        serve_ioreq(v);
+        if (noted)
+            continue;
+        counters_.timeouts++;
+        counters_.notes_dropped += !producer_->add_event(
+            {session_ord_, "timeout", now_ns(),
+             "vCPU " + std::to_string(v) + " access to " + what +
+                 " was in its slot when Xen detached the profiler: completed without "
+                 "the daemon"},
+            true);
+    }
 }
 
 // The daemon stops while the guest may be in the middle of an access.

@@ -151,6 +151,7 @@ class Daemon {
     void finalize_all(bool force);
     void barrier();
     void drain();
+    void sweep_after_detach();
     void settle(const Pending& pd);
     void release_settled(bool all);
     void complete(const Pending& pd);

@@ -127,6 +127,11 @@ class FakeChannel : public Channel {
     }
 
     void wait(std::span<const int> wake_fds, std::vector<Ev>& out) override {
+        {
+            // Held (hold_waits): the daemon's next turn waits for the test.
+            std::unique_lock lk(mu_);
+            cv_.wait(lk, [&] { return !held_; });
+        }
         // No allocation here: the daemon's serving thread runs this.
         pollfd pf[4] = {{kick_, POLLIN, 0}};
         size_t nfds = 1;
@@ -155,6 +160,13 @@ class FakeChannel : public Channel {
             std::this_thread::sleep_for(std::chrono::microseconds(hold_us_));
     }
     void hold_after_notify(unsigned us) { hold_us_ = us; }
+    // While held, the daemon does not begin another turn: what the test
+    // writes meanwhile comes to it at once, as after a SIGSTOP.
+    void hold_waits(bool held) {
+        std::lock_guard lk(mu_);
+        held_ = held;
+        cv_.notify_all();
+    }
 
     // --- Xen's side, from the test thread.
     void report(Ev e) {
@@ -303,6 +315,7 @@ class FakeChannel : public Channel {
     uint32_t data_[kVcpus] = {};
     uint64_t seq_ = 0;
     bool detached_ = false;
+    bool held_ = false;
 };
 
 // The daemon's end of the fake channel, which goes when its run() ends; the
@@ -853,6 +866,42 @@ TEST_F(DaemonTest, AnAccessXenGaveUpOnLeavesTheBusAlone) {
                      "t_bus_begin_ns IS NULL AND vcpu = 1"),
               1);
     EXPECT_EQ(scalar("SELECT count(*) FROM events WHERE kind = 'timeout'"), 1);
+}
+
+// Xen gives up on vCPU 1's access and detaches the profiler while vCPU 0's
+// access waits in its slot too, both made while the daemon was stopped: the
+// turn after sees the ring and vCPU 1's event only.  The guest gets all ones
+// or loses its write on both vCPUs; the trace says so for both, and the
+// device sees neither.  Before, vCPU 0's access left no row: the daemon
+// ended its run with the turn.
+TEST_F(DaemonTest, ADetachRecordsEveryVcpusAccessLeftInItsSlot) {
+    EXPECT_CALL(*bus, grant(0x2f8, 0x2ff));
+    EXPECT_CALL(*bus, access(_, _, _, _)).Times(0);
+    chan->hold_waits(true);
+    start();
+    chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
+    chan->stamp(0, 0x2ff);
+    chan->ready(0, 0x2ff, true, 0x33, false);
+    chan->stamp(1, 0x2fa);
+    chan->ready(1, 0x2fa, false, 0, false);
+    chan->post(XEN_BUSPROF_CTRL_timeout, 0x2fa, 0x2fa, 1);
+    chan->post(XEN_BUSPROF_CTRL_detach);
+    chan->report({Channel::Ev::ioreq, 1});
+    chan->hold_waits(false);
+    runner.join();
+    EXPECT_EQ(rc, EXIT_FAILURE); // the guest met a timeout
+    daemon.reset();
+
+    EXPECT_EQ(scalar("SELECT count(*) FROM transactions WHERE status = 'timeout' AND "
+                     "t_bus_begin_ns IS NULL"),
+              2);
+    EXPECT_EQ(scalar("SELECT value FROM transactions WHERE vcpu = 0 AND dir = 'out'"), 0x33);
+    EXPECT_EQ(scalar("SELECT value FROM transactions WHERE vcpu = 1 AND dir = 'in'"), 0xff);
+    EXPECT_EQ(scalar("SELECT count(*) FROM events WHERE kind = 'timeout'"), 2);
+    EXPECT_EQ(scalar("SELECT count(*) FROM events WHERE kind = 'timeout' AND detail LIKE "
+                     "'vCPU 0 access to port 767 was in its slot%'"),
+              1);
+    EXPECT_EQ(scalar("SELECT timeouts FROM sessions"), 2);
 }
 
 // What the daemon handed Xen for an extract, decoded by the reply's flags.

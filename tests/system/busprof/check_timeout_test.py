@@ -69,9 +69,10 @@ def make_run(top, rows, log, events=("timeout", "detached"), stop="detached",
     db.executescript("""
         CREATE TABLE sessions (id INTEGER PRIMARY KEY, domain_name TEXT);
         CREATE TABLE transactions (id INTEGER PRIMARY KEY, session_id INTEGER, port INTEGER,
-            dir TEXT, value INTEGER, status TEXT, t_bus_begin_ns INTEGER);
+            dir TEXT, value INTEGER, status TEXT, t_bus_begin_ns INTEGER, vcpu INTEGER);
         CREATE TABLE mmio_transactions (id INTEGER PRIMARY KEY, session_id INTEGER,
-            addr INTEGER, dir TEXT, value INTEGER, status TEXT, t_bus_begin_ns INTEGER);
+            addr INTEGER, dir TEXT, value INTEGER, status TEXT, t_bus_begin_ns INTEGER,
+            vcpu INTEGER);
         CREATE TABLE events (id INTEGER PRIMARY KEY, session_id INTEGER, kind TEXT);
         CREATE TABLE markers (id INTEGER PRIMARY KEY, session_id INTEGER, kind TEXT,
             origin TEXT, port_first INTEGER, addr_first INTEGER, cause TEXT);""")
@@ -79,17 +80,18 @@ def make_run(top, rows, log, events=("timeout", "detached"), stop="detached",
     for s in (STOP_SID, sid, again):
         db.execute("INSERT INTO sessions VALUES (?, ?)", (s, NAME))
     db.execute("INSERT INTO sessions VALUES (?, ?)", (sid + 10, "bp-other"))
-    for space, d, value, status, bus in rows:
+    for space, d, value, status, bus, *vcpu in rows:   # vCPU 0 unless given
         t = 1000 if bus else None
+        vcpu = vcpu[0] if vcpu else 0
         if space == "port":
             db.execute("INSERT INTO transactions (session_id, port, dir, value, status,"
-                       " t_bus_begin_ns) VALUES (?, ?, ?, ?, ?, ?)",
-                       (sid, 0x2FF, d, value, status, t))
+                       " t_bus_begin_ns, vcpu) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (sid, 0x2FF, d, value, status, t, vcpu))
         else:
             v = value - (1 << 64) if value >= 1 << 63 else value
             db.execute("INSERT INTO mmio_transactions (session_id, addr, dir, value, status,"
-                       " t_bus_begin_ns) VALUES (?, ?, ?, ?, ?, ?)",
-                       (sid, BAR + 4, d, v, status, t))
+                       " t_bus_begin_ns, vcpu) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (sid, BAR + 4, d, v, status, t, vcpu))
     for k in events:
         db.execute("INSERT INTO events (session_id, kind) VALUES (?, ?)", (sid, k))
     for k in again_events:
@@ -127,11 +129,25 @@ def main():
                       (trapped_rows(("port", "out", port_value(31), 1)), console())):
         got = outcome(rows, log)
         assert got == [], got
+    # A guest of two vCPUs, a loop on each: the port read timed out on vCPU
+    # 1, Xen detached the daemon, and the MMIO write waiting on vCPU 0 was
+    # completed without it too (lost).  A row and a timeout event each.
+    two = read_port[:-1] + [("port", "in", 0xFF, "timeout", 0, 1),
+                            ("mmio", "out", lost, "timeout", 0, 0)]
+    two_log = console(port_wrong=[(port_value(31), 0xFF)],
+                      mmio_wrong=[(lost, ~mmio_value(30) & 0xFFFFFFFF)])
+    got = outcome(two, two_log, events=("timeout", "timeout", "detached"))
+    assert got == [], got
     bad = {
         "the phase did not run": (read_port, good.replace("TIMEOUT-READY", "TIMEOUT-XXX"), {}),
         "a vCPU waited past the bound": (read_port, console(port_wrong=[(port_value(31), 0xFF)],
                                                             longest=(6.01, 6.0)), {}),
-        "two timeout rows": (read_port + [("mmio", "in", 0xFFFFFFFF, "timeout", 0)], good, {}),
+        "two timeout rows on one vCPU": (read_port + [("mmio", "in", 0xFFFFFFFF, "timeout", 0)],
+                                         good, {}),
+        "two vCPUs' timeout rows, one timeout event": (two, two_log, {}),
+        "two vCPUs' timeout rows, the lost write not seen": (
+            two, console(port_wrong=[(port_value(31), 0xFF)]),
+            {"events": ("timeout", "timeout", "detached")}),
         "no timeout row": ([r for r in read_port if r[3] == "ok"], good, {}),
         "a row in error": (read_port[:-2] + [("port", "in", 0xFF, "error", 0)] + read_port[-1:],
                            good, {}),
@@ -165,7 +181,7 @@ def main():
         got = outcome(rows, log, **kw)
         assert got, f"the doctored run passed: {why}"
         cases += 1
-    print(f"check_timeout: 3 agreeing runs pass, {cases} doctored runs fail")
+    print(f"check_timeout: 4 agreeing runs pass, {cases} doctored runs fail")
     return stop_mmio()
 
 
