@@ -136,8 +136,11 @@ class ElfSource : public Source {
     }
 
   private:
-    // The call site, in the enclosing real function, of the outermost
-    // inlined function that addr lies in; empty if it lies in none.
+    // The call site of the innermost inlined function that addr lies in:
+    // for outb() in a driver's function, the driver's line, even where that
+    // function was inlined into its own caller in turn (dwarf_getscopes()
+    // goes on from an inlined instance to the scopes of its definition, not
+    // to where it was inlined).  Empty if addr lies in none.
     static std::string call_site(Dwfl_Module* m, uint64_t addr) {
         Dwarf_Addr bias = 0;
         Dwarf_Die* cu = dwfl_module_addrdie(m, addr, &bias);
@@ -158,8 +161,10 @@ class ElfSource : public Source {
                 dwarf_formudata(&la, &line) || dwarf_getsrcfiles(cu, &files, &nfiles) ||
                 file >= nfiles)
                 continue;
-            if (const char* f = dwarf_filesrc(files, file, nullptr, nullptr))
-                site = std::string(f) + ":" + std::to_string(line); // outermost wins
+            if (const char* f = dwarf_filesrc(files, file, nullptr, nullptr)) {
+                site = std::string(f) + ":" + std::to_string(line);
+                break;
+            }
         }
         std::free(scopes);
         return site;

@@ -280,7 +280,11 @@ def short_line(text):
 
 
 def check_source(what, rip, source, chain):
-    """busprof's 'FILE:LINE (inlined FILE:LINE)' against addr2line's chain."""
+    """busprof's 'FILE:LINE (inlined FILE:LINE)' against addr2line's chain,
+    innermost first: the inlined line is the chain's first, and FILE:LINE the
+    line that called it, in the function that did (busprof(1)).  For outb()
+    inlined into a function itself inlined into main, that function's line,
+    not main's."""
     if not chain or chain[-1].startswith("??"):
         return [] if not source else [f"{what}: 0x{rip:x} source {source!r}, addr2line knows none"]
     m = re.fullmatch(r"(.*?):(\d+)(?: \(inlined (.*):(\d+)\))?", source or "")
@@ -288,7 +292,7 @@ def check_source(what, rip, source, chain):
         return [f"{what}: 0x{rip:x} source {source!r}, addr2line says {chain[-1]}"]
     outer = short_line(f"{m.group(1)}:{m.group(2)}")
     inner = short_line(f"{m.group(3)}:{m.group(4)}") if m.group(3) else None
-    if outer != chain[-1] or (inner and inner not in chain[:-1]):
+    if (chain[:2] != [inner, outer]) if inner else outer != chain[-1]:
         return [f"{what}: 0x{rip:x} source {source!r}, addr2line says"
                 f" {' in '.join(chain)}"]
     return []

@@ -271,12 +271,33 @@ def top_cases(db_path, sid):
     print(f"ok: check_top passes the frame, {len(doctored)} doctored ones fail")
 
 
+def source_cases():
+    """check_source on addr2line's chains: outb() inlined into the function
+    that called it, and into a function inlined into main in turn."""
+    from check_analysis import check_source
+    two = ["io.h:98", "example_driver.c:251"]
+    three = ["io.h:47", "example_driver.c:286", "example_driver.c:381"]
+    agree = {"example_driver.c:251 (inlined /usr/include/sys/io.h:98)": two,
+             "/src/example_driver.c:286 (inlined /usr/include/sys/io.h:47)": three,
+             "example_driver.c:251": ["example_driver.c:251"]}
+    for source, chain in agree.items():
+        assert check_source("t", 1, source, chain) == [], (source, chain)
+    doctored = {"example_driver.c:381 (inlined io.h:47)": three,   # main's line
+                "example_driver.c:286 (inlined io.h:98)": three,   # another inlined line
+                "example_driver.c:252 (inlined io.h:98)": two,
+                "example_driver.c:286": three}
+    for source, chain in doctored.items():
+        assert check_source("t", 1, source, chain), (source, chain)
+    print(f"ok: check_source passes {len(agree)} sources, {len(doctored)} doctored ones fail")
+
+
 def main():
     if len(sys.argv) > 2 and sys.argv[1] == "--as-busprof":
         return as_busprof(sys.argv[2], sys.argv[3:])
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True, help="the build directory")
     opt = ap.parse_args()
+    source_cases()
     from check_analysis import check_all  # the wrapper (as_busprof) does without it
     real = os.path.join(opt.bin, "dom0-tool", "busprof")
     with tempfile.TemporaryDirectory() as top:
