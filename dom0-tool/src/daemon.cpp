@@ -699,9 +699,23 @@ void Daemon::serve_ioreq(unsigned v) {
     // A timeout or a detach posted before this request was taken is in
     // the ring by now: read it before touching the bus.
     serve_ctrl_ring();
+    // Left in its slot when Xen detached the profiler, and named by no
+    // timeout note of Xen's (that went with the detach): Xen completes it
+    // without the daemon, as it did the one that timed out.
+    const bool left = detached_ && !abandoned_[v];
     Access a = read_access(v, req);
     answer_access(v, p, a);
     keep_pending(v, a);
+    if (left) {
+        counters_.timeouts++;
+        counters_.notes_dropped += !producer_->add_event(
+            {session_ord_, "timeout", a.now,
+             "vCPU " + std::to_string(v) + " access to " +
+                 (a.mmio ? "address " + hex(a.addr) : "port " + std::to_string(a.port)) +
+                 " was in its slot when Xen detached the profiler: completed without the "
+                 "daemon"},
+            true);
+    }
 }
 
 // Takes the request in vCPU v's slot, if one is ready, into req.  An
@@ -979,28 +993,11 @@ void Daemon::barrier() {
 // vCPU's request may still be in its slot: Xen routed it before the detach
 // and completes it without the daemon (all ones for a read, a lost write)
 // once its wait is over, as it did the one that timed out, or when the
-// server goes.  So each is recorded as timed out, without touching the
-// bus, and said in an event of its own: Xen's note for it went with the
-// detach.
+// server goes.  Each is served as such (serve_ioreq()): recorded as timed
+// out, said in an event, the bus left alone.
 void Daemon::sweep_after_detach() {
-    for (unsigned v = 0; v < chan_->nr_vcpus; v++) {
-        const ioreq_t& r = chan_->ioreq->vcpu_ioreq[v];
-        if (ioreq_state(&r) != STATE_IOREQ_READY || r.type == IOREQ_TYPE_INVALIDATE)
-            continue;
-        const bool noted = abandoned_[v]; // Xen's timeout note named v
-        const std::string what =
-            r.type == IOREQ_TYPE_COPY ? "address " + hex(r.addr) : "port " + std::to_string(r.addr);
+    for (unsigned v = 0; v < chan_->nr_vcpus; v++)
         serve_ioreq(v);
-        if (noted)
-            continue;
-        counters_.timeouts++;
-        counters_.notes_dropped += !producer_->add_event(
-            {session_ord_, "timeout", now_ns(),
-             "vCPU " + std::to_string(v) + " access to " + what +
-                 " was in its slot when Xen detached the profiler: completed without "
-                 "the daemon"},
-            true);
-    }
 }
 
 // The daemon stops while the guest may be in the middle of an access.

@@ -869,19 +869,23 @@ TEST_F(DaemonTest, AnAccessXenGaveUpOnLeavesTheBusAlone) {
 }
 
 // Xen gives up on vCPU 1's access and detaches the profiler while vCPU 0's
-// access waits in its slot too, both made while the daemon was stopped: the
-// turn after sees the ring and vCPU 1's event only.  The guest gets all ones
-// or loses its write on both vCPUs; the trace says so for both, and the
-// device sees neither.  Before, vCPU 0's access left no row: the daemon
-// ended its run with the turn.
-TEST_F(DaemonTest, ADetachRecordsEveryVcpusAccessLeftInItsSlot) {
+// access waits in its slot too, both made while the daemon was stopped.  The
+// guest gets all ones or loses its write on both vCPUs; the trace says so
+// for both, in a row and an event each, and the device sees neither.  The
+// turn after the stop sees the ring and vCPU 1's event, and vCPU 0's event
+// or not.  Before, vCPU 0's access left no row without its event, and no
+// event with it: Xen's note for it went with the detach.
+class DetachTest : public DaemonTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(DetachTest, RecordsEveryVcpusAccessLeftInItsSlot) {
+    const bool vcpu0_event = GetParam();
     EXPECT_CALL(*bus, grant(0x2f8, 0x2ff));
     EXPECT_CALL(*bus, access(_, _, _, _)).Times(0);
     chan->hold_waits(true);
     start();
     chan->post(XEN_BUSPROF_CTRL_start_trap, 0x2f8, 0x2ff);
     chan->stamp(0, 0x2ff);
-    chan->ready(0, 0x2ff, true, 0x33, false);
+    chan->ready(0, 0x2ff, true, 0x33, vcpu0_event);
     chan->stamp(1, 0x2fa);
     chan->ready(1, 0x2fa, false, 0, false);
     chan->post(XEN_BUSPROF_CTRL_timeout, 0x2fa, 0x2fa, 1);
@@ -903,6 +907,8 @@ TEST_F(DaemonTest, ADetachRecordsEveryVcpusAccessLeftInItsSlot) {
               1);
     EXPECT_EQ(scalar("SELECT timeouts FROM sessions"), 2);
 }
+
+INSTANTIATE_TEST_SUITE_P(Vcpu0Event, DetachTest, ::testing::Bool());
 
 // What the daemon handed Xen for an extract, decoded by the reply's flags.
 struct ReplySeen {
