@@ -711,10 +711,15 @@ def main():
     bare = os.path.join(outdir, "results", "dom0-bare-io.txt")
     bare = open(bare, errors="replace").read().strip() if os.path.exists(bare) else ""
     m = re.search(r"BARE-IO port 0x2ff: \d+ outb p50/p99 (\d+/\d+) ns, inb p50/p99 (\d+/\d+) ns,"
-                  r" clock read p50 (\d+) ns", bare)
-    print("dom0's own outb/inb of COM2 without busprof (dom0 is a PV guest: Xen emulates"
-          " them, and a port row's bus time includes that), ns p50/p99: "
-          + (f"outb {m.group(1)}, inb {m.group(2)} (a clock read pair {m.group(3)})" if m
+                  r" clock read p50 (\d+) ns, batch (\d+) ns a pair, rdtsc (\d+) ns", bare)
+    pvh = "dom0=pvh" in open(os.path.join(outdir, "qemu-cmdline.txt"), errors="replace").read() \
+        if os.path.exists(os.path.join(outdir, "qemu-cmdline.txt")) else False
+    print("dom0's own outb/inb of COM2 without busprof ("
+          + ("dom0 is a PVH guest: its port accesses go to the device" if pvh else
+             "dom0 is a PV guest: Xen emulates them, and a port row's bus time includes that")
+          + "), ns p50/p99: "
+          + (f"outb {m.group(1)}, inb {m.group(2)} (a clock read pair {m.group(3)});"
+             f" back to back, {m.group(4)} a pair (an rdtsc {m.group(5)})" if m
              else f"not measured ({bare or 'no dom0-bare-io.txt'})"))
     print_relative(relative)
     print(f"{len(names) - failed} passed, {failed} failed")

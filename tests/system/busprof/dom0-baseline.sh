@@ -38,6 +38,10 @@ grep -qw 'busprof.secondemulator=1' /proc/cmdline && RUN_GUEST_HOOK=start_probe
 # patched runs' module times its reads: each access to a device costs the
 # log's line in both.
 find_edu
+# dom0's own outb/inb of COM2 and its rdtsc, as the patched runs time them
+# (dom0-busprof.sh), before any guest has COM2
+porttest -b 2000 0x2f8 > "$BUSPROF_RESULTS/dom0-bare-io.txt" 2>&1
+bp_t "dom0's own access to COM2: $(cat "$BUSPROF_RESULTS/dom0-bare-io.txt")"
 rc=0
 for g in ${BUSPROF_GUESTS:-pv pvh hvm}; do
     cfg=$BUSPROF_CFG/$g.cfg

@@ -44,8 +44,13 @@
  * times N outb and N inb of the scratch register, each on its own
  * (CLOCK_MONOTONIC around the one instruction), and prints
  * "BARE-IO port 0x2ff: N outb p50/p99 A/B ns, inb p50/p99 C/D ns, clock read
- * p50 E ns" (E: what reading the clock twice costs, in each figure).  Run in
- * dom0 it is what the daemon's own bus access costs without busprof.
+ * p50 E ns, batch F ns a pair, rdtsc G ns" (E: what reading the clock twice
+ * costs, in each figure; F: N outb/inb pairs back to back between two clock
+ * reads, their time over N, which holds where a clock read costs as much as
+ * the access; G: N rdtsc back to back, their time over N, which is large
+ * where Xen emulates the TSC, as it does for a PVH dom0 on a CPU whose TSC it
+ * does not hold reliable).  Run in dom0 it is what the daemon's own bus access
+ * costs without busprof.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -131,7 +136,7 @@ static int bare_io(long n, unsigned base)
 {
     unsigned scr = base + 7;
     uint64_t *out = calloc(n, sizeof(*out)), *in = calloc(n, sizeof(*in));
-    uint64_t *clk = calloc(n, sizeof(*clk));
+    uint64_t *clk = calloc(n, sizeof(*clk)), batch, tsc;
     long i;
 
     if (!out || !in || !clk || ioperm(base, 8, 1) != 0) {
@@ -155,14 +160,30 @@ static int bare_io(long n, unsigned base)
             return 1;
         }
     }
+    batch = ns_now();
+    for (i = 0; i < n; i++) {
+        unsigned char v = (unsigned char)((i * 37 + 0x5b) % 255);
+
+        outb(v, scr);
+        if (inb(scr) != v) {
+            printf("BARE-IO-FAIL port 0x%x: batch pair %ld read back wrong\n", scr, i);
+            return 1;
+        }
+    }
+    batch = (ns_now() - batch) / (uint64_t)n;
+    tsc = ns_now();
+    for (i = 0; i < n; i++)
+        __asm__ volatile("rdtsc" ::: "eax", "edx");
+    tsc = (ns_now() - tsc) / (uint64_t)n;
     qsort(out, n, sizeof(*out), cmp_u64);
     qsort(in, n, sizeof(*in), cmp_u64);
     qsort(clk, n, sizeof(*clk), cmp_u64);
     printf("BARE-IO port 0x%x: %ld outb p50/p99 %llu/%llu ns, inb p50/p99 %llu/%llu ns,"
-           " clock read p50 %llu ns\n", scr, n,
+           " clock read p50 %llu ns, batch %llu ns a pair, rdtsc %llu ns\n", scr, n,
            (unsigned long long)pct(out, n, 50), (unsigned long long)pct(out, n, 99),
            (unsigned long long)pct(in, n, 50), (unsigned long long)pct(in, n, 99),
-           (unsigned long long)pct(clk, n, 50));
+           (unsigned long long)pct(clk, n, 50), (unsigned long long)batch,
+           (unsigned long long)tsc);
     free(out);
     free(in);
     free(clk);
