@@ -215,6 +215,9 @@ def check_vcpus(db, sid, log):
     pcpus = {r[4] for r in rows}
     if None in pcpus or len(pcpus) < 2:
         problems.append(f"the driver's rows name the pCPUs {sorted(pcpus, key=str)}, not both")
+    print(f"driver session {sid}, a thread on each vCPU: "
+          + ", ".join(f"vCPU {v} {counts[v]} rows" for v in sorted(counts))
+          + f", pCPUs {sorted(pcpus, key=str)}")
     return problems
 
 
