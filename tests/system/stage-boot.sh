@@ -26,10 +26,11 @@
 #   BUSPROF_GUEST_VCPUS (1: the PVH and HVM guests' vcpus, busprof.guestvcpus=N),
 #   BUSPROF_QEMU_ARGS (more of QEMU's arguments, split at blanks, before its
 #   devices: e.g. "-device amd-iommu -global virtio-blk-pci.iommu_platform=on").
-#   The defaults keep clear of two faults of this emulated machine that the
+#   BUSPROF_XEN_TSC, BUSPROF_XEN_FPU (Xen options below; empty: left out).
+#   The defaults keep clear of faults of this emulated machine that the
 #   unpatched Xen shows too (tests/system/README.md, "Known bug: xl crashes"):
-#   dom0's processes corrupted while dom0 or a guest runs on two vCPUs, a
-#   guest process killed by #UD on an AVX instruction.
+#   tasks' registers swapped under Xen's lazy FPU switch, a guest process
+#   killed by #UD on an AVX instruction.
 #   BUSPROF_QUIET=1 (no live progress lines).
 # QEMU's log of its devices' accesses (trace events memory_region_ops_read/write,
 # qemu-trace.NAME.log) is switched on and off through the monitor when dom0 asks on
@@ -56,7 +57,12 @@ case "$DOM0_ARGS" in *,*) die "dom0 arguments must not contain commas (QEMU spli
 # advertise an invariant TSC, so Xen would stamp its system time, whose
 # corrections step it by milliseconds against dom0's clock (README.md,
 # "Clock skew").  An unpatched Xen ignores the option.
-XEN_ARGS="console=com1 com1=115200 dom0_mem=512M dom0_max_vcpus=${BUSPROF_DOM0_VCPUS:-1} loglvl=all guest_loglvl=all console_timestamps=boot smap=0 bootscrub=0 ${BUSPROF_XEN_TSC-busprof-tsc} ${BUSPROF_XEN_ARGS:-}"
+# spec-ctrl=eager-fpu: Xen switches each vCPU's FPU state whole, never leaving
+# CR0.TS set for a vCPU to trap its first use.  QEMU's TCG raises no #NM for
+# XSAVE, XSAVEOPT and XRSTOR under CR0.TS, so with Xen's lazy switching a
+# kernel saves or restores another vCPU's registers as its task's (README.md,
+# "Known bug: xl crashes").  BUSPROF_XEN_FPU= (empty) brings the lazy switch back.
+XEN_ARGS="console=com1 com1=115200 dom0_mem=512M dom0_max_vcpus=${BUSPROF_DOM0_VCPUS:-1} loglvl=all guest_loglvl=all console_timestamps=boot smap=0 bootscrub=0 ${BUSPROF_XEN_TSC-busprof-tsc} ${BUSPROF_XEN_FPU-spec-ctrl=eager-fpu} ${BUSPROF_XEN_ARGS:-}"
 
 cd "$OUT_DIR"     # relative paths: no commas from the checkout's path reach QEMU's options
 rm -f serial.log results.img qemu-registers.txt com1.sock monitor.sock qemu-trace.*
