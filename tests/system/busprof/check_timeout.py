@@ -68,7 +68,7 @@ def loops(text):
 def check_timeout(db, outdir, name, after_sid):
     """Problems of the bounded wait of guest name, whose stop phase had
     session after_sid.  Returns (problems, line): line is (label, session,
-    timeout row) for the summary."""
+    timeout rows) for the summary."""
     read = lambda f: open(f, errors="replace").read() if os.path.exists(f) else ""
     log = read(os.path.join(outdir, "results", "guests", name + ".log"))
     dom0 = read(os.path.join(outdir, "results", name + ".timeout.log"))
@@ -150,7 +150,7 @@ def check_timeout(db, outdir, name, after_sid):
     st = re.search(r"^again daemon exit status (\d+)", dom0, re.M)
     if not st or st.group(1) != "0":
         problems.append(f"the last daemon exited with {st.group(1) if st else '?'}, not 0")
-    return problems, (name + "/timeout", sid, timed[0][:6] if timed else None)
+    return problems, (name + "/timeout", sid, [r[:6] for r in timed])
 
 
 def guest_saw(rows, seen):

@@ -689,11 +689,12 @@ def main():
         timeout_problems, timed = check_timeout(db, outdir, name, after)
         problems += [f"the bounded wait: {p}" for p in timeout_problems]
         if timed and timed[2]:
-            space, d, where, value, _, bus = timed[2]
-            print(f"{timed[0]:<16} session {timed[1]}: the {space} {d} at 0x{where:x} timed"
-                  f" out ({'value' if d == 'out' else 'the guest read'} 0x{value:x}"
-                  f"{', made late' if d == 'out' and bus is not None else ''}),"
-                  " Xen detached the daemon, the loops went on directly")
+            print(f"{timed[0]:<16} session {timed[1]}: " + ", ".join(
+                f"the {space} {d} at 0x{where:x} timed out"
+                f" ({'value' if d == 'out' else 'the guest read'} 0x{value:x}"
+                f"{', made late' if d == 'out' and bus is not None else ''})"
+                for space, d, where, value, _, bus in timed[2])
+                + ", Xen detached the daemon, the loops went on directly")
         sid = phase_session(outdir, name, "edu")
         edu_problems, edu = check_edu(db, outdir, name, None if sid == 2**62 else sid)
         problems += [f"the edu phase: {p}" for p in edu_problems]
