@@ -12,15 +12,16 @@ dom0 for a daemon started with --timeout-ms; dom0 stops that daemon
   - both loops ran (their lines after TIMEOUT-READY) and no pair took
     longer than twice the timeout plus SLACK_S (below): no vCPU waited for
     the stopped daemon past the bound;
-  - the daemon's session (the first after the stop phase's) has exactly
-    one 'timeout' row, every other row ok, rows of both loops (the stop
-    fell inside them) but fewer than the loops' pairs (after the timeout
-    the accesses went to the devices directly, the page mapped again),
-    the events 'timeout' and 'detached', its stop caused by the detach,
-    and the daemon exited 1;
-  - what the guest saw is that row: a read that timed out read all ones of
-    its width in its loop, a write that timed out before the daemon made it
-    was lost (the next read is wrong, the one wrong pair of its loop), a
+  - the daemon's session (the first after the stop phase's) has one
+    'timeout' row (on a guest of several vCPUs, one on each vCPU whose
+    access waited when Xen detached the daemon), every other row ok, rows
+    of both loops (the stop fell inside them) but fewer than the loops'
+    pairs (after the timeout the accesses went to the devices directly, the
+    page mapped again), a 'timeout' event for each timeout row and
+    'detached', its stop caused by the detach, and the daemon exited 1;
+  - what the guest saw is those rows: a read that timed out read all ones
+    of its width in its loop, a write that timed out before the daemon made
+    it was lost (the next read is wrong, the one wrong pair of its loop), a
     write the daemon made late was not (no wrong pair); no other pair of
     either loop is wrong;
   - then a new daemon's session (the next one) has the guest's trap of COM2
@@ -118,8 +119,8 @@ def check_timeout(db, outdir, name, after_sid):
     events = [k for k, in db.execute("SELECT kind FROM events WHERE session_id = ? ORDER BY id",
                                      (sid,))]
     if events.count("timeout") != max(len(timed), 1) or "detached" not in events:
-        problems.append(f"session {sid}'s events are {events}, not a timeout a timeout row"
-                        " and the detach")
+        problems.append(f"session {sid}'s events are {events}, not one timeout event for each"
+                        " timeout row, and the detach")
     stops = [c for c, in db.execute("SELECT cause FROM markers WHERE session_id = ?"
                                     " AND kind = 'stop'", (sid,))]
     if stops != ["detached"]:
