@@ -497,6 +497,11 @@ static std::string hex(uint64_t v) {
     return buf;
 }
 
+// Where an access went, as the events say it: "address 0x..." or "port N".
+static std::string place(bool mmio, uint64_t where) {
+    return mmio ? "address " + hex(where) : "port " + std::to_string(where);
+}
+
 // A memory-mapped span has its own table and bus permission; every other
 // message is about ports.
 void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m, const BusprofPage::Span& span) {
@@ -546,17 +551,17 @@ void Daemon::on_ctrl(const xen_busprof_ctrl_msg& m, const BusprofPage::Span& spa
         on_guest_pause(m.kind == XEN_BUSPROF_CTRL_pause, t, vcpu, origin);
         break;
 
-    case XEN_BUSPROF_CTRL_timeout:
+    case XEN_BUSPROF_CTRL_timeout: {
+        const bool mmio = span.space == XEN_BUSPROF_SPACE_MMIO;
         counters_.timeouts++;
         producer_->add_event({session_ord_, "timeout", t,
-                              "vCPU " + std::to_string(vcpu) +
-                                  (span.space == XEN_BUSPROF_SPACE_MMIO
-                                       ? " access to address " + hex(span.first)
-                                       : " access to port " + std::to_string(m.first)) +
+                              "vCPU " + std::to_string(vcpu) + " access to " +
+                                  place(mmio, mmio ? span.first : m.first) +
                                   " completed without the daemon"});
         if (m.vcpu < chan_->nr_vcpus)
             timed_out(m.vcpu, t);
         break;
+    }
 
     case XEN_BUSPROF_CTRL_detach:
         if (detaching_)
@@ -710,8 +715,7 @@ void Daemon::serve_ioreq(unsigned v) {
         counters_.timeouts++;
         counters_.notes_dropped += !producer_->add_event(
             {session_ord_, "timeout", a.now,
-             "vCPU " + std::to_string(v) + " access to " +
-                 (a.mmio ? "address " + hex(a.addr) : "port " + std::to_string(a.port)) +
+             "vCPU " + std::to_string(v) + " access to " + place(a.mmio, a.mmio ? a.addr : a.port) +
                  " was in its slot when Xen detached the profiler: completed without the "
                  "daemon"},
             true);
@@ -762,6 +766,13 @@ Daemon::Access Daemon::read_access(unsigned v, const ioreq_t& req) {
     return a;
 }
 
+// The bus access's start: t0, and with the TSC clock the TSC read just
+// before it, against which the trap's stamp is converted (trap_ns()).
+void Daemon::begin_bus(Access& a) {
+    a.tsc0 = tsc_clock_ ? read_tsc() : 0;
+    a.t0 = now_ns();
+}
+
 // Performs the access on the bus (or refuses it) and answers the vCPU.
 void Daemon::answer_access(unsigned v, ioreq_t* p, Access& a) {
     // From here to the notify, busprof's storage work does not begin: on a
@@ -785,16 +796,14 @@ void Daemon::answer_access(unsigned v, ioreq_t* p, Access& a) {
             a.value = a.mask;
     } else if (a.valid && !a.mmio && may_serve(a.port, a.size)) {
         uint32_t value = static_cast<uint32_t>(a.value);
-        a.tsc0 = tsc_clock_ ? read_tsc() : 0;
-        a.t0 = now_ns();
+        begin_bus(a);
         bus_->access(static_cast<uint16_t>(a.port), a.size, a.write, &value);
         a.t1 = now_ns();
         a.value = value;
     } else if (a.valid && a.mmio && may_serve_mmio(a.addr, a.size)) {
         // The bus maps every span it was granted: one it could not map was
         // never granted, and may_serve_mmio() said no.
-        a.tsc0 = tsc_clock_ ? read_tsc() : 0;
-        a.t0 = now_ns();
+        begin_bus(a);
         bus_->mmio(a.addr, a.size, a.write, &a.value);
         a.t1 = now_ns();
     } else {
@@ -803,10 +812,9 @@ void Daemon::answer_access(unsigned v, ioreq_t* p, Access& a) {
         refusals_.accesses++;
         counters_.notes_dropped += !producer_->add_event(
             {session_ord_, "refused", now_ns(),
-             "vCPU " + std::to_string(v) + " ioreq type " + std::to_string(a.type) +
-                 (a.mmio ? " address " + hex(a.addr) : " port " + std::to_string(a.port)) +
-                 " size " + std::to_string(a.size) + " count " + std::to_string(a.count) +
-                 " not served"},
+             "vCPU " + std::to_string(v) + " ioreq type " + std::to_string(a.type) + " " +
+                 place(a.mmio, a.mmio ? a.addr : a.port) + " size " + std::to_string(a.size) +
+                 " count " + std::to_string(a.count) + " not served"},
             true);
     }
     if (!a.write)

@@ -167,6 +167,7 @@ class Daemon {
     uint64_t stamp_ns(uint64_t tsc) const;
     uint64_t to_ns(uint64_t tsc) const;
     uint64_t trap_ns(const Access& a) const;
+    void begin_bus(Access& a);
     void calibrate_clock();
     bool use_tsc_clock();
     struct Bracket {

@@ -15,9 +15,10 @@ uint64_t read_tsc();
 // - (pair's TSC - stamp) / rate.  A stamp is at most milliseconds old at
 // its pair, so the rate's error counts only over that: Xen's estimate
 // (tsc_khz) until the daemon has run a second, then the rate between the
-// first pair and the current one.  Xen's system time would need one offset to dom0's clock for a
-// whole session, and under emulation it steps by milliseconds against
-// the TSC (and so against dom0's clock) at its calibrations.
+// first pair and the current one.  Xen's system time would need one
+// offset to dom0's clock for a whole session, and under emulation it steps
+// by milliseconds against the TSC (and so against dom0's clock) at its
+// calibrations.
 class TscClock {
   public:
     struct Pair {

@@ -629,14 +629,19 @@ def check_plain_oracle(db, outdir, name, sid):
     return [], len(seen)
 
 
+def qemu_cmdline(outdir):
+    """The run's QEMU command line (stage-boot.sh), '' if it has none."""
+    try:
+        with open(os.path.join(outdir, "qemu-cmdline.txt"), errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
 def guest_vcpus(outdir):
     """The guests' vCPUs in the run: busprof.guestvcpus=N on dom0's command
     line (stage-boot.sh, BUSPROF_GUEST_VCPUS), 1 without it."""
-    try:
-        with open(os.path.join(outdir, "qemu-cmdline.txt")) as f:
-            m = re.search(r"busprof\.guestvcpus=(\d+)", f.read())
-    except OSError:
-        return 1
+    m = re.search(r"busprof\.guestvcpus=(\d+)", qemu_cmdline(outdir))
     return int(m.group(1)) if m else 1
 
 
@@ -716,8 +721,7 @@ def main():
     bare = open(bare, errors="replace").read().strip() if os.path.exists(bare) else ""
     m = re.search(r"BARE-IO port 0x2ff: \d+ outb p50/p99 (\d+/\d+) ns, inb p50/p99 (\d+/\d+) ns,"
                   r" clock read p50 (\d+) ns, batch (\d+) ns a pair, rdtsc (\d+) ns", bare)
-    pvh = "dom0=pvh" in open(os.path.join(outdir, "qemu-cmdline.txt"), errors="replace").read() \
-        if os.path.exists(os.path.join(outdir, "qemu-cmdline.txt")) else False
+    pvh = "dom0=pvh" in qemu_cmdline(outdir)
     print("dom0's own outb/inb of COM2 without busprof ("
           + ("dom0 is a PVH guest: its port accesses go to the device" if pvh else
              "dom0 is a PV guest: Xen emulates them, and a port row's bus time includes that")
