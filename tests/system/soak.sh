@@ -5,7 +5,7 @@
 # (tests/system/classify.py). Entry point of `make system-soak N=10 [ASAN=1] [BASELINE=1]`.
 #
 # usage: tests/system/soak.sh [-n N] [--asan] [--baseline] [--series FILE] [--attach-only]
-#                             [--second-emulator]
+#                             [--second-emulator] [--traffic S]
 #   -n N        number of runs (default 10, or $N)
 #   --asan      dom0's busprof from the AddressSanitizer+UBSan build (system-test.sh --asan)
 #   --baseline  the comparison: UNPATCHED Xen, no busprof process (system-test.sh --baseline)
@@ -14,6 +14,8 @@
 #   --attach-only  daemons attached, guests never call busprof (system-test.sh --attach-only)
 #   --second-emulator  no busprof, a plain second ioreq server per guest (after --baseline:
 #               on the unpatched Xen)
+#   --traffic S  the second emulator's run with S seconds of port traffic through it
+#               in each PVH/HVM guest first (system-test.sh --traffic)
 # Each run keeps its logs in build/soak/<variant>-<date>/run-NN/ (serial.log, results/,
 # output.log (the run's own output), check.txt, serial.txt, analysis.txt, qemu-status, qemu-cmdline.txt,
 # qemu-registers.txt after a hang, trace.db, run-info.txt); build/soak/<variant>-latest
@@ -39,6 +41,7 @@ while [ $# -gt 0 ]; do
         --baseline) ARGS+=(--baseline); variant=baseline; shift ;;
         --attach-only) ARGS+=(--attach-only); variant=attach-only; shift ;;
         --second-emulator) ARGS+=(--second-emulator); variant=second-emulator-$variant; shift ;;
+        --traffic) ARGS+=(--traffic "$2"); variant=traffic$2-$variant; shift 2 ;;
         --series) [ $# -ge 2 ] || { echo "soak.sh: --series needs a file" >&2; exit 2; }
                   ARGS+=(--series "$(cd "$(dirname "$2")" && pwd)/$(basename "$2")")
                   variant=series-$(basename "$2"); shift 2 ;;

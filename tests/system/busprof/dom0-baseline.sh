@@ -16,9 +16,18 @@ export BUSPROF_SUCCESS_RE='^SCRATCH-OK'
 # also gets a plain second ioreq server (dom0/ioreq-probe.c, no busprof), started
 # while it is paused: does a second emulator alone disturb dom0
 # (tests/system/README.md, "Known bug: xl crashes")?
+# system-test.sh --traffic S (busprof.traffic=S, which implies the second
+# emulator): the probe also serves ports 0x2e0-0x2ef as scratch registers,
+# and each PVH/HVM guest makes S seconds of traffic to them on all its vCPUs
+# before porttest (domU-init.sh): minutes of ioreq round trips, as the
+# patched runs make, with no busprof anywhere (tests/system/README.md, "The
+# guests' vCPUs").
+TRAFFIC=$(sed -n 's/.*busprof\.traffic=\([0-9]*\).*/\1/p' /proc/cmdline)
 PROBE_PID=
 start_probe() {     # NAME DOMID
-    PATH=$PATH:/busprof/bin:/usr/local/bin ioreq-probe "$2" 0 900 > "$BUSPROF_RESULTS/probe.log" 2>&1 &
+    local range=()
+    [ -n "$TRAFFIC" ] && range=(0x2e0-0x2ef)
+    PATH=$PATH:/busprof/bin:/usr/local/bin ioreq-probe "$2" 0 900 "${range[@]}" > "$BUSPROF_RESULTS/probe.log" 2>&1 &
     PROBE_PID=$!
     sleep 2; cat "$BUSPROF_RESULTS/probe.log"
 }
@@ -51,10 +60,13 @@ for g in ${BUSPROF_GUESTS:-pv pvh hvm}; do
         # PV: Xen's PV I/O emulation, no mapping, no ioreq servers
         RUN_GUEST_HOOK= run_guest "$cfg" || rc=1
     else
-        edu=() traced=
+        edu=() traced= extra=$(cfg_value extra "$cfg")
+        [ -n "$TRAFFIC" ] && extra+=" busprof.traffic=$TRAFFIC"
         if [ -n "$EDU_BAR" ]; then
-            edu=("$IOMEM" "extra=\"$(cfg_value extra "$cfg") busprof.mmiocost=$EDU_BAR\"")
+            edu=("$IOMEM" "extra=\"$extra busprof.mmiocost=$EDU_BAR\"")
             qemu_trace on "$name" && traced=1
+        elif [ -n "$TRAFFIC" ]; then
+            edu=("extra=\"$extra\"")
         fi
         run_guest "$cfg" "$IOPORTS" "${edu[@]}" || rc=1
         [ -z "$traced" ] || qemu_trace off "$name" || bp_t "QEMU's log was not switched off"

@@ -4,7 +4,7 @@
 # under QEMU, profiled by busprof daemon --backend xen in dom0.
 #
 # usage: system-test.sh [--asan] [--baseline] [--series FILE] [--attach-only]
-#                       [--second-emulator]
+#                       [--second-emulator] [--traffic S]
 #   --asan      dom0's busprof (daemon, policy, status) from the AddressSanitizer+UBSan
 #               build ($BUILD_ASAN, default build/asan; `make asan` makes it); any
 #               sanitizer report fails the run (BUSPROF_ASAN=1)
@@ -20,6 +20,10 @@
 #   --second-emulator  no busprof at all: the baseline's guests, each with a plain
 #               second ioreq server (dom0/ioreq-probe.c) beside qemu; with --baseline
 #               on the unpatched Xen.  The control for the xl crashes (README)
+#   --traffic S the second emulator's run in which each PVH/HVM guest first makes
+#               S seconds of port traffic through it on all its vCPUs (domU-init.sh,
+#               busprof.traffic): the control for faults that come with minutes of
+#               ioreq round trips (README, "The guests' vCPUs")
 # BUSPROF_KMOD=0 leaves out the guest kernel modules (guest-lib/linux), which are
 # otherwise built against the guests' kernel and loaded after the example driver.
 # Output goes to BUSPROF_SYSTEST_DIR (default build/system-test).
@@ -42,7 +46,10 @@ while [ $# -gt 0 ]; do
                   SERIES=$2; shift ;;
         --attach-only) export BUSPROF_DOM0_ARGS="${BUSPROF_DOM0_ARGS:-} busprof.attachonly=1" ;;
         --second-emulator) SECOND=1 ;;
-        *) echo "usage: $0 [--asan] [--baseline] [--series FILE] [--attach-only] [--second-emulator]" >&2
+        --traffic) [[ ${2:-} =~ ^[0-9]+$ ]] || { echo "$0: --traffic needs a number of seconds" >&2; exit 2; }
+                   export BUSPROF_DOM0_ARGS="${BUSPROF_DOM0_ARGS:-} busprof.traffic=$2"
+                   SECOND=1; shift ;;
+        *) echo "usage: $0 [--asan] [--baseline] [--series FILE] [--attach-only] [--second-emulator] [--traffic S]" >&2
            exit 2 ;;
     esac
     shift

@@ -11,6 +11,13 @@
 #                       of the edu device's two first pages at BAR and of the
 #                       device model, with no busprof call (the comparison run
 #                       on a Xen without busprof)
+#   busprof.traffic=S   before the program, S seconds of port traffic through a
+#                       second ioreq server that is not busprof (`system-test.sh
+#                       --traffic`): two `porttest -t S` loops at once, on the
+#                       scratch registers 0x2e7 and 0x2ef that dom0's ioreq-probe
+#                       serves, while the shell starts a short static program
+#                       every 0.2 s, as busprof-guest.sh's probes do.  Prints
+#                       TRAFFIC-OK, or TRAFFIC-FAIL and skips the program.
 # Loads xen-privcmd (/dev/xen/privcmd for guest-lib's privcmd backend), runs the
 # program, prints BUSPROF-GUEST-EXIT rc=N and powers the domain off.
 export PATH=/busprof/bin:/bin:/sbin
@@ -18,11 +25,12 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mkdir -p /dev/pts /tmp
-RUN=porttest; ARGS=; NAME=domU; MMIOCOST=
+RUN=porttest; ARGS=; NAME=domU; MMIOCOST=; TRAFFIC=
 for w in $(cat /proc/cmdline); do
     case "$w" in
         busprof.run=*)  RUN=${w#busprof.run=} ;;
         busprof.mmiocost=*) MMIOCOST=${w#busprof.mmiocost=} ;;
+        busprof.traffic=*) TRAFFIC=${w#busprof.traffic=} ;;
         busprof.args=*) ARGS=$(echo "${w#busprof.args=}" | tr '+' ' ') ;;
         busprof.name=*) NAME=${w#busprof.name=} ;;
     esac
@@ -32,7 +40,26 @@ echo "BUSPROF-GUEST-START name=$NAME type=$(cat /sys/hypervisor/guest_type 2>/de
 # "target" (XSA-482) and every busprof_op would fail with EPERM.
 modprobe xen-privcmd unrestricted=1 2>/dev/null || echo "BUSPROF-GUEST: modprobe xen-privcmd failed"
 [ -e /dev/xen/privcmd ] && echo "BUSPROF-GUEST: /dev/xen/privcmd present"
-if [ -x "/busprof/bin/$RUN" ]; then
+# traffic S: the loops of busprof.traffic=S; status 0 if both read back every value.
+traffic() {
+    porttest -t "$1" 0x2e0 & a=$!
+    porttest -t "$1" 0x2e8 & b=$!
+    starts=0
+    while kill -0 $a 2>/dev/null || kill -0 $b 2>/dev/null; do
+        porttest 1 0x2f8 > /dev/null
+        starts=$((starts + 1))
+        sleep 0.2
+    done
+    wait $a; ra=$?
+    wait $b; rb=$?
+    echo "TRAFFIC $starts program starts on $(grep -c '^processor' /proc/cpuinfo) vCPU(s)"
+    [ $ra = 0 ] && [ $rb = 0 ]
+}
+if [ -n "$TRAFFIC" ] && ! traffic "$TRAFFIC"; then
+    echo "TRAFFIC-FAIL a loop read back a wrong value"
+    rc=1
+elif [ -x "/busprof/bin/$RUN" ]; then
+    [ -z "$TRAFFIC" ] || echo "TRAFFIC-OK"
     "/busprof/bin/$RUN" $ARGS
     rc=$?
 else
