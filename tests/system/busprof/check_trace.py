@@ -17,7 +17,9 @@ Exit 0 only if, for every guest:
     guests of two vCPUs (BUSPROF_GUEST_VCPUS=2: busprof.guestvcpus=2 in
     qemu-cmdline.txt) its 10205 (-t 2: a thread on each vCPU at once), each
     vCPU's rows its thread's, complete and read back right, naming both
-    pCPUs (check_vcpus);
+    pCPUs (check_vcpus); with guests of one vCPU (the default), the same of
+    the guest of two vCPUs that runs after each, NAME-v2, whose only
+    program is that driver (check_vcpus_guest);
   - porttest, which never calls busprof, ran first under the COM2 trap dom0 set
     (busprof trap): QEMU's own log of COM2 over that time holds exactly the
     session's rows, in order, a wider row as its bytes (check_plain_oracle);
@@ -121,12 +123,12 @@ def check_guest(db, outdir, name, kmod):
     n = q("SELECT count(*) FROM transactions WHERE session_id = ? AND port BETWEEN 760 AND 767")[0]
     if extracted is not None and n != extracted:
         problems.append(f"bp_extract returned {extracted} records, the DB has {n}")
-    made = sum(driver_accesses().values())
+    made = sum(driver_accesses(VCPUS).values())
     if n != made or n < AT_SCALE:
         problems.append(f"the driver's session has {n} records, not its"
                         f" {made} accesses (at least {AT_SCALE})")
     if VCPUS >= 2:
-        problems += check_vcpus(db, sid, log)
+        problems += check_vcpus(db, sid, log, VCPUS)
     problems += [f"the driver's extract: {p}"
                  for p in check_digest(db, sid, 0x2F8, 0x2FF, log, "uart")[0]]
     if n == 0:
@@ -170,16 +172,16 @@ def check_guest(db, outdir, name, kmod):
     return problems, lines
 
 
-def driver_accesses():
+def driver_accesses(vcpus):
     """The example driver's accesses per vCPU.  One vCPU: 3 an iteration.
     Two (-t 2): a thread on each vCPU, and the main thread's 5 on vCPU 0
     (LCR and DLL saved, DLAB set, both put back)."""
-    if VCPUS < 2:
+    if vcpus < 2:
         return {0: 3 * DRIVER_ITERATIONS}
     return {0: 3 * DRIVER_ITERATIONS + 5, 1: 3 * DRIVER_ITERATIONS}
 
 
-def check_vcpus(db, sid, log):
+def check_vcpus(db, sid, log, vcpus):
     """The driver's two threads, at once on vCPUs 0 and 1 (-t 2): each
     vCPU's rows are complete (as many as its thread and, on vCPU 0, the
     main thread made), each thread's register on its own vCPU, every value
@@ -193,8 +195,8 @@ def check_vcpus(db, sid, log):
     for r in rows:
         per.setdefault(r[0], []).append(r)
     counts = {v: len(a) for v, a in per.items()}
-    if counts != driver_accesses():
-        problems.append(f"rows per vCPU {counts}, the threads made {driver_accesses()}")
+    if counts != driver_accesses(vcpus):
+        problems.append(f"rows per vCPU {counts}, the threads made {driver_accesses(vcpus)}")
     m = re.search(r"^VCPU uart:((?: vcpu \d+ \d+)+) records", log, re.M)
     said = {int(a): int(b) for a, b in re.findall(r"vcpu (\d+) (\d+)", m.group(1))} if m else None
     if said != counts:
@@ -219,6 +221,43 @@ def check_vcpus(db, sid, log):
           + ", ".join(f"vCPU {v} {counts[v]} rows" for v in sorted(counts))
           + f", pCPUs {sorted(pcpus, key=str)}")
     return problems
+
+
+def check_vcpus_guest(db, outdir, name):
+    """The guest of two vCPUs after the guest NAME (NAME-v2, vcpus_phase in
+    dom0-busprof.sh): its only program, the example driver with a thread on
+    each vCPU at once, said DRIVER OK and extracted every record; its
+    session (the last of the domain's: a retried guest's is the last
+    attempt's) holds exactly the threads' accesses, each vCPU's its
+    thread's (check_vcpus), equal to the extract row for row, stamped,
+    of the domain's vCPUs, made by one process.  (problems, the figures'
+    line)"""
+    name += "-v2"
+    log_path = os.path.join(outdir, "results", "guests", name + ".log")
+    log = open(log_path, errors="replace").read() if os.path.exists(log_path) else ""
+    if not log:
+        return [f"no console log {log_path}"], None
+    problems = [] if "DRIVER OK" in log else ["the example driver did not report DRIVER OK"]
+    row = db.execute("SELECT id, domid FROM sessions WHERE domain_name = ? ORDER BY id DESC"
+                     " LIMIT 1", (name,)).fetchone()
+    if row is None:
+        return problems + [f"no session of {name} in the trace DB"], None
+    sid, domid = row
+    n = db.execute("SELECT count(*) FROM transactions WHERE session_id = ?", (sid,)).fetchone()[0]
+    m = re.search(r"EXTRACT uart ports 0x2f8-0x2ff: (\d+) records \(made (\d+) accesses\)", log)
+    if not m or int(m.group(1)) != n:
+        problems.append(f"bp_extract returned {m.group(1) if m else 'no'} records, the DB has {n}")
+    problems += check_vcpus(db, sid, log, 2)
+    problems += [f"the driver's extract: {p}"
+                 for p in check_digest(db, sid, 0x2F8, 0x2FF, log, "uart")[0]]
+    problems += check_stamps(db, sid)
+    other = db.execute("SELECT count(*) FROM transactions WHERE session_id = ? AND (domid != ?"
+                       " OR vcpu >= 2 OR rip = 0 OR status != 'ok' OR port NOT BETWEEN 760 AND"
+                       " 767)", (sid, domid)).fetchone()[0]
+    if other:
+        problems.append(f"{other} transactions with a wrong domid, vCPU or port, no RIP or not ok")
+    problems += check_who(db, sid, "the driver's")
+    return problems, (name, domid) + figures(db, sid)
 
 
 def driver_sessions(db, outdir, name, kmod):
@@ -665,6 +704,11 @@ def main():
     relative = []
     for name in names:
         problems, lines = check_guest(db, outdir, name, kmod)
+        if VCPUS == 1:
+            # the default run's guests have one vCPU: a guest of two after each
+            v2_problems, v2 = check_vcpus_guest(db, outdir, name)
+            problems += [f"its guest of two vCPUs: {p}" for p in v2_problems]
+            lines = (lines or []) + ([v2] if v2 else [])
         rel, rel_problems = relative_lines(outdir, name)
         relative += rel
         problems += rel_problems
