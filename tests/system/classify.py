@@ -27,8 +27,10 @@ Causes (a failed run may have several; the first in this order is its main one):
   check         the guests passed but check_trace.py refused the trace
   guest-fail    a guest failed for another reason (its console tells)
   no-result     dom0 never wrote its results (and nothing above explains it)
-Events (also in passing runs): retry (a guest retried after a triple fault before its
-init ran), triple-fault, xl-crash (xl failed and was asked again), segfault lines.
+Events (also in passing runs): retry (a guest retried after a triple fault: a guest of
+two vCPUs at any time, another only before its init ran and only with
+BUSPROF_GUEST_RETRIES set), triple-fault, xl-crash (xl failed and was asked again),
+segfault lines.
 """
 import os
 import re
@@ -42,7 +44,8 @@ ORDER = ["xen-crash", "asan", "daemon-segv", "xl-crash", "segv-other", "stall", 
 # of these alone may be booted again.  Everything else fails the test.
 KNOWN = {"stall", "xl-crash"}
 RESULT_RANK = {"PASS": 0, "SKIP": 1, "ERROR": 2, "FAIL": 3}
-TYPES = [("bp-pv", "pv"), ("bp-pvh", "pvh"), ("bp-hvm", "hvm")]
+TYPES = [("bp-pv", "pv"), ("bp-pvh", "pvh"), ("bp-hvm", "hvm"),
+         ("bp-pvh-v2", "pvh-v2"), ("bp-hvm-v2", "hvm-v2")]   # vcpus_phase's
 
 
 def read(path):
@@ -173,7 +176,8 @@ def table(runs, label):
     print(f"{'guest type':<16} {'passed':>8} {'failed':>8}   failed runs")
     pv_name = "PV-refused" if label.startswith("patched") else "PV"
     for name, t in TYPES:
-        tname = {"pv": pv_name, "pvh": "PVH", "hvm": "HVM"}[t]
+        tname = {"pv": pv_name, "pvh": "PVH", "hvm": "HVM", "pvh-v2": "PVH, 2 vCPUs",
+                 "hvm-v2": "HVM, 2 vCPUs"}[t]
         seen = [(i, r["guests"][name][0]) for i, r in enumerate(runs, 1) if name in r["guests"]]
         if not seen:
             continue
