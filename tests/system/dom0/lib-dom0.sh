@@ -359,9 +359,12 @@ _run_guest_once() {
     else
         why=$(grep -m1 -E 'SCRATCH-(LOOP-)?FAIL' "$out.log")
         [ -n "$why" ] || why=$(grep -E 'BUSPROF-GUEST-EXIT' "$out.log" | tail -n1)
+        # the guest kernel's own last words, e.g. an oops, if it died
+        [ -n "$why" ] || why=$(grep -m1 -oE '\] (BUG: |Kernel panic|general protection).*' "$out.log" |
+                               sed 's/^\] /guest kernel: /' | cut -c1-160)
         [ $triple = 1 ] && why="Xen: d$domid triple fault${why:+; $why}"
         [ $started = 1 ] || why="${why:+$why; }guest init never ran"
-        RG_DETAIL="type=$type ${secs}s: no success line (${why:-empty console})"
+        RG_DETAIL="type=$type ${secs}s: no success line (${why:-no exit line on its console})"
         [ $triple = 1 ] && { [ $started = 0 ] || [ "${RETRY_TRIPLE_FAULT:-0}" = 1 ]; } &&
             { RG_STATUS=retry; RG_CAUSE=triple-fault; }
     fi
