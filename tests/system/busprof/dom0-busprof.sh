@@ -23,7 +23,8 @@
 # a trap of its own (edu_phase), in a session of its own, while QEMU logs what
 # the device sees (tests/system/qemu-trace.py).  After it, daemons of
 # their own show triggers, pause and resume (trigger_phase), then new ones
-# the bounded wait (timeout_phase).
+# the bounded wait (timeout_phase).  After the guests of one vCPU, a PVH and an
+# HVM guest of two run the example driver on a thread on each (vcpus_phase).
 . /busprof/lib-dom0.sh
 
 DB=$BUSPROF_RESULTS/trace.db
