@@ -89,6 +89,8 @@ KMOD_ITERATIONS = 1700                  # busprof-guest.sh: insmod ... iteration
 # 3 accesses an iteration: 5100 records each, more than 4 of bp_extract's
 # pages of at most 1024 (XEN_BUSPROF_EXTRACT_MAX): extract pages on real Xen
 AT_SCALE = 5000
+# the example driver's line of what bp_extract returned
+EXTRACT_RE = r"EXTRACT uart ports 0x2f8-0x2ff: (\d+) records \(made (\d+) accesses\)"
 KERNEL_HALF = 0xffff800000000000        # x86-64: the kernel's canonical addresses
 KMOD_RE = (r"busprof-kexample: OK (\d+) transactions extracted, (\d+) accesses made, "
            r"ports 0x2f8-0x2ff, rip 0x([0-9a-f]+)-0x([0-9a-f]+) in module text "
@@ -110,7 +112,7 @@ def check_guest(db, outdir, name, kmod):
         problems.append("scratch register values did not round-trip")
     if "DRIVER OK" not in log:
         problems.append("the example driver did not report DRIVER OK")
-    m = re.search(r"EXTRACT uart ports 0x2f8-0x2ff: (\d+) records \(made (\d+) accesses\)", log)
+    m = re.search(EXTRACT_RE, log)
     extracted = int(m.group(1)) if m else None
     if extracted is None:
         problems.append("no EXTRACT line from the driver")
@@ -244,7 +246,7 @@ def check_vcpus_guest(db, outdir, name):
         return problems + [f"no session of {name} in the trace DB"], None
     sid, domid = row
     n = db.execute("SELECT count(*) FROM transactions WHERE session_id = ?", (sid,)).fetchone()[0]
-    m = re.search(r"EXTRACT uart ports 0x2f8-0x2ff: (\d+) records \(made (\d+) accesses\)", log)
+    m = re.search(EXTRACT_RE, log)
     if not m or int(m.group(1)) != n:
         problems.append(f"bp_extract returned {m.group(1) if m else 'no'} records, the DB has {n}")
     problems += check_vcpus(db, sid, log, 2)

@@ -535,14 +535,18 @@ start_daemon() {
     bp_t "daemon attached to $name (pid $STARTED_PID)"
 }
 
-attach_daemon() {   # NAME DOMID TYPE: runs while the guest is paused
-    local name=$1 sock=/run/busprof/$1.sock
-    bp_t "busprof policy $name"
-    busprof policy "$name" --backend xen --allow "$POLICY" \
-        > "$BUSPROF_RESULTS/$name.policy.log" 2>&1 || { cat "$BUSPROF_RESULTS/$name.policy.log"; return 1; }
-    cat "$BUSPROF_RESULTS/$name.policy.log"
-    start_daemon "$name" "$sock" "$BUSPROF_RESULTS/$name.daemon.log" || return 1
+# policy_and_daemon NAME: busprof policy for NAME, then its daemon (DAEMON_PID).
+policy_and_daemon() {
+    bp_t "busprof policy $1"
+    busprof policy "$1" --backend xen --allow "$POLICY" \
+        > "$BUSPROF_RESULTS/$1.policy.log" 2>&1 || { cat "$BUSPROF_RESULTS/$1.policy.log"; return 1; }
+    cat "$BUSPROF_RESULTS/$1.policy.log"
+    start_daemon "$1" "/run/busprof/$1.sock" "$BUSPROF_RESULTS/$1.daemon.log" || return 1
     DAEMON_PID=$STARTED_PID
+}
+attach_daemon() {   # NAME DOMID TYPE: runs while the guest is paused
+    local name=$1
+    policy_and_daemon "$name" || return 1
     [ -n "${ATTACH_ONLY:-}" ] && return 0
     # The guest's first program never calls busprof: dom0 traps COM2 for it,
     # while QEMU logs what its devices see (until porttest is done: every
@@ -591,16 +595,8 @@ stop_daemon() {     # NAME: before a retry, and after the guest is gone
 RUN_GUEST_HOOK=attach_daemon
 RUN_GUEST_RETRY_HOOK=stop_daemon
 
-# The guests of two vCPUs (vcpus_phase): a daemon and nothing else; the guest
-# runs the example driver on a thread on each vCPU at once.
-attach_vcpus_daemon() {     # NAME DOMID TYPE
-    busprof policy "$1" --backend xen --allow "$POLICY" \
-        > "$BUSPROF_RESULTS/$1.policy.log" 2>&1 || { cat "$BUSPROF_RESULTS/$1.policy.log"; return 1; }
-    start_daemon "$1" "/run/busprof/$1.sock" "$BUSPROF_RESULTS/$1.daemon.log" || return 1
-    DAEMON_PID=$STARTED_PID
-}
-# vcpus_phase TYPE: a PVH or HVM guest of two vCPUs, NAME bp-TYPE-v2, whose
-# only program is the example driver with a thread on each vCPU at once
+# vcpus_phase TYPE: a PVH or HVM guest of two vCPUs, NAME bp-TYPE-v2, with a
+# daemon and nothing else (no trap from dom0), whose only program is the example driver with a thread on each vCPU at once
 # (-t 2): check_trace.py holds each vCPU's rows to its thread.  Under QEMU
 # the emulated machine's world switch sometimes kills a guest of two vCPUs
 # with a triple fault, the unpatched Xen with no busprof as well
@@ -612,7 +608,7 @@ vcpus_phase() {
     expect "$name"
     DAEMON_PID=
     BUSPROF_SUCCESS_RE='^DRIVER OK' BUSPROF_GUEST_RETRIES=2 RETRY_TRIPLE_FAULT=1 \
-        RUN_GUEST_HOOK=attach_vcpus_daemon RUN_GUEST_RETRY_HOOK=stop_daemon \
+        RUN_GUEST_HOOK=policy_and_daemon RUN_GUEST_RETRY_HOOK=stop_daemon \
         run_guest "$cfg" "name=\"$name\"" "vcpus=2" "$IOPORTS" \
         "extra=\"$extra 8250.nr_uarts=1 busprof.name=$name busprof.run=busprof-example-driver busprof.args=-u+0x2f8+-n+1700+-t+2+-d\"" ||
         return 1
@@ -652,7 +648,7 @@ for g in ${BUSPROF_GUESTS:-pvh hvm}; do
     stop_daemon "$name" || { report FAIL "$name-daemon" "the daemon failed"; rc=1; }
 done
 # With guests of one vCPU (the default), a PVH and an HVM guest of two after them.
-if [ -z "$(sed -n 's/.*busprof\.guestvcpus=\([0-9]*\).*/\1/p' /proc/cmdline)" ] && [ -z "${ATTACH_ONLY:-}" ]; then
+if [ -z "$(guest_vcpus)" ] && [ -z "${ATTACH_ONLY:-}" ]; then
     for g in ${BUSPROF_GUESTS:-pvh hvm}; do
         [ "$g" = pv ] && continue
         vcpus_phase "$g" || rc=1

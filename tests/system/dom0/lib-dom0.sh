@@ -233,6 +233,10 @@ guest_log() {
     else echo "/var/log/xen/console/guest-$1.log"; fi
 }
 
+# guest_vcpus: the PVH and HVM guests' vCPUs, busprof.guestvcpus=N on dom0's
+# command line (stage-boot.sh, BUSPROF_GUEST_VCPUS); empty without it.
+guest_vcpus() { sed -n 's/.*busprof\.guestvcpus=\([0-9]*\).*/\1/p' /proc/cmdline; }
+
 # run_guest CFG [xl key=value overrides...]
 #   Creates the guest paused, maps its `ioports` 1:1 for PVH/HVM (unless
 #   BUSPROF_MAP_IOPORTS=0, e.g. when a patched Xen is to trap them instead), unpauses
@@ -307,7 +311,7 @@ _run_guest_once() {
     [ "$type" = hvm ] && ovr=("serial=\"file:$log\"")
     # BUSPROF_GUEST_VCPUS (stage-boot.sh): the PVH and HVM guests' vCPUs
     local vcpus
-    vcpus=$(sed -n 's/.*busprof\.guestvcpus=\([0-9]*\).*/\1/p' /proc/cmdline)
+    vcpus=$(guest_vcpus)
     [ -n "$vcpus" ] && [ "$type" != pv ] && ovr+=("vcpus=$vcpus")
     rm -f "$log"
     t0=$(cut -d' ' -f1 /proc/uptime)
