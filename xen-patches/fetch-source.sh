@@ -1,6 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-only
-# Fetch and unpack the Xen source pinned in xen-patches/UPSTREAM.
+# Fetch and unpack the Xen source pinned in xen-patches/UPSTREAM (or another Debian
+# source package pinned the same way: BUSPROF_SOURCE_PIN).
 #
 # usage: xen-patches/fetch-source.sh [--print-mirror | --print-version | --help]
 #
@@ -16,7 +17,10 @@
 # nothing is downloaded. On success the last line on stdout is that directory;
 # progress goes to stderr.
 #
-# Environment: BUSPROF_XEN_CACHE (cache dir), BUSPROF_DEBIAN_MIRROR (mirror URI).
+# Environment: BUSPROF_XEN_CACHE (cache dir), BUSPROF_DEBIAN_MIRROR (mirror URI);
+#   BUSPROF_SOURCE_PIN (the pin file, default xen-patches/UPSTREAM), with
+#   BUSPROF_SOURCE_CACHE (its cache dir) and BUSPROF_SOURCE_EXPECT (a file the unpacked
+#   tree must have, default xen/Makefile): tests/system/qemu/build-qemu.sh uses them.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -26,10 +30,12 @@ log() { echo "fetch-source: $*" >&2; }
 die() { echo "fetch-source: ERROR: $*" >&2; exit 1; }
 
 # ---- read the pin -------------------------------------------------------------------
-upstream_get() { # KEY -> value from UPSTREAM
+PIN=${BUSPROF_SOURCE_PIN:-$HERE/UPSTREAM}
+[ -f "$PIN" ] || die "no pin file $PIN"
+upstream_get() { # KEY -> value from the pin file
     local v
-    v=$(sed -n "s/^[[:space:]]*$1[[:space:]]*=[[:space:]]*//p" "$HERE/UPSTREAM" | tail -n1 | sed 's/[[:space:]]*$//')
-    [ -n "$v" ] || die "UPSTREAM has no $1="
+    v=$(sed -n "s/^[[:space:]]*$1[[:space:]]*=[[:space:]]*//p" "$PIN" | tail -n1 | sed 's/[[:space:]]*$//')
+    [ -n "$v" ] || die "$PIN has no $1="
     printf '%s\n' "$v"
 }
 PACKAGE=$(upstream_get PACKAGE)
@@ -99,7 +105,8 @@ case "${1:-}" in
     *) die "unknown argument: $1" ;;
 esac
 
-CACHE=${BUSPROF_XEN_CACHE:-$ROOT/build/xen-src}
+CACHE=${BUSPROF_SOURCE_CACHE:-${BUSPROF_XEN_CACHE:-$ROOT/build/xen-src}}
+EXPECT=${BUSPROF_SOURCE_EXPECT:-xen/Makefile}
 DEST=$CACHE/$PACKAGE-$VERSION
 STAMP=$DEST/.busprof-source-version
 
@@ -152,7 +159,7 @@ apt-get -q "${APT_OPTS[@]}" update >&2 || die "apt-get update on the private deb
 # The version apt offers must be exactly the pinned one.
 offered=$(apt-cache "${APT_OPTS[@]}" showsrc "$PACKAGE" 2>/dev/null | sed -n 's/^Version: //p' | sort -u)
 printf '%s\n' "$offered" | grep -qxF "$VERSION" \
-    || die "suite $SUITE offers $PACKAGE version(s) [$(echo $offered)], not the pinned $VERSION (update xen-patches/UPSTREAM deliberately)"
+    || die "suite $SUITE offers $PACKAGE version(s) [$(echo $offered)], not the pinned $VERSION (update $PIN deliberately)"
 
 cd "$CACHE/download"
 log "apt-get source --download-only $PACKAGE=$VERSION"
@@ -174,7 +181,7 @@ trap 'rm -rf "$tmp"' EXIT
 # expected.)
 log "dpkg-source -x $(basename "$dsc")"
 dpkg-source -x "$dsc" "$tmp/src" >&2 || die "dpkg-source -x failed"
-[ -f "$tmp/src/xen/Makefile" ] || die "unpacked tree has no xen/Makefile"
+[ -f "$tmp/src/$EXPECT" ] || die "unpacked tree has no $EXPECT"
 chgver=$(sed -n '1s/^[^ ]* (\([^)]*\)).*/\1/p' "$tmp/src/debian/changelog" 2>/dev/null || true)
 [ "$chgver" = "$VERSION" ] || die "debian/changelog says $chgver, expected $VERSION"
 echo "$PACKAGE $VERSION" > "$tmp/src/.busprof-source-version"
