@@ -12,7 +12,7 @@
 # serves the pinned suite); BUSPROF_DEBIAN_MIRROR overrides it.
 #
 # The source is unpacked with `dpkg-source -x` (Debian's patches applied) into
-#   ${BUSPROF_XEN_CACHE:-<repo>/build/xen-src}/<package>-<version>/
+#   ${BUSPROF_XEN_CACHE:-<repo>/build/xen-src}/<package>-<version without its epoch>/
 # and the script is idempotent: if that directory is complete for the pinned version
 # nothing is downloaded. On success the last line on stdout is that directory;
 # progress goes to stderr.
@@ -107,7 +107,7 @@ esac
 
 CACHE=${BUSPROF_SOURCE_CACHE:-${BUSPROF_XEN_CACHE:-$ROOT/build/xen-src}}
 EXPECT=${BUSPROF_SOURCE_EXPECT:-xen/Makefile}
-DEST=$CACHE/$PACKAGE-$VERSION
+DEST=$CACHE/$PACKAGE-${VERSION#*:}     # no epoch: a colon has no place in a path
 STAMP=$DEST/.busprof-source-version
 
 # ---- idempotence (one fetch at a time per cache dir) ---------------------------------
