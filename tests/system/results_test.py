@@ -110,7 +110,7 @@ class SoakResults(unittest.TestCase):
         fake_run(os.path.join(fake, "2"), 1, ["bp-pvh", "bp-hvm"], cls.lines[2], stall=True)
         fake_run(os.path.join(fake, "3"), 0, ["bp-pv"], cls.lines[3])
         env = dict(os.environ, BUSPROF_BUILD_DIR=os.path.join(t, "build"), FAKE_DIR=fake)
-        for k in ("BUSPROF_QEMU_SMP", "BUSPROF_QEMU_TCG", "BUSPROF_SOAK_LABEL",
+        for k in ("BUSPROF_QEMU", "BUSPROF_QEMU_SMP", "BUSPROF_QEMU_TCG", "BUSPROF_SOAK_LABEL",
                   "BUSPROF_CACHE_DIR", "N"):
             env.pop(k, None)
         cls.soak = subprocess.run(["bash", os.path.join(rig, "soak.sh"), "-n", "3"], env=env,

@@ -99,7 +99,20 @@ do_xen() {
     fi
 }
 do_rootfs() { "$SYS_DIR/stage-rootfs.sh" > "$OUT_DIR/.rootfs-path"; }
+do_qemu() {
+    local lg=$OUT_DIR/qemu-build.log
+    if [ "${BUSPROF_QEMU:-}" = system ]; then
+        echo "BUSPROF_QEMU=system: Debian's qemu-system-x86_64, without the fixes of tests/system/qemu/"
+    elif [ -n "${BUSPROF_QEMU:-}" ]; then
+        echo "BUSPROF_QEMU=$BUSPROF_QEMU"
+    elif "$SYS_DIR/qemu/build-qemu.sh" > /dev/null 2> "$lg"; then
+        grep -E '^build-qemu:' "$lg" | tail -n 4
+    else
+        tail -n 60 "$lg"; echo "(full log: $lg)"; return 1
+    fi
+}
 
+stage "0-qemu (fetch+patch+build)" do_qemu
 stage "1-xen (fetch+patch+build)" do_xen
 stage "2-rootfs (debootstrap, cached)" do_rootfs
 ROOTFS=$(tail -n1 "$OUT_DIR/.rootfs-path")

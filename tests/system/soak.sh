@@ -53,6 +53,8 @@ case "$RUNS" in ''|*[!0-9]*) echo "soak.sh: N must be a number" >&2; exit 2 ;; e
 # QEMU settings other than the default ones name a variant of their own
 [ -n "${BUSPROF_QEMU_SMP:-}" ] && variant+=-smp$BUSPROF_QEMU_SMP
 [ -n "${BUSPROF_QEMU_TCG:-}" ] && variant+=-tcg$BUSPROF_QEMU_TCG
+# another emulator than the rig's build (BUSPROF_QEMU=system: Debian's own)
+[ -n "${BUSPROF_QEMU:-}" ] && variant+=-qemu$(basename "$BUSPROF_QEMU" | tr -c 'A-Za-z0-9.\n' '_')
 [ "${BUSPROF_GUEST_VCPUS:-1}" = 1 ] || variant+=-vcpus$BUSPROF_GUEST_VCPUS
 # BUSPROF_SOAK_LABEL names any other change (e.g. BUSPROF_XEN_ARGS) in the variant
 [ -n "${BUSPROF_SOAK_LABEL:-}" ] && variant+=-$BUSPROF_SOAK_LABEL

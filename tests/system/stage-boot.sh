@@ -27,6 +27,9 @@
 #   BUSPROF_QEMU_ARGS (more of QEMU's arguments, split at blanks, before its
 #   devices: e.g. "-device amd-iommu -global virtio-blk-pci.iommu_platform=on").
 #   BUSPROF_XEN_TSC, BUSPROF_XEN_FPU (Xen options below; empty: left out).
+#   BUSPROF_QEMU: the emulator, by default the rig's build of Debian's QEMU with the
+#   fixes of tests/system/qemu/ (stage 0-qemu, build/qemu/qemu-system-x86_64);
+#   `system` runs Debian's own qemu-system-x86_64 instead, a path another binary.
 #   The defaults keep clear of faults of this emulated machine that the
 #   unpatched Xen shows too (tests/system/README.md, "Known bug: xl crashes"):
 #   tasks' registers swapped under Xen's lazy FPU switch, a guest process
@@ -68,9 +71,17 @@ cd "$OUT_DIR"     # relative paths: no commas from the checkout's path reach QEM
 rm -f serial.log results.img qemu-registers.txt com1.sock monitor.sock qemu-trace.*
 truncate -s "${BUSPROF_RESULTS_MB:-512}M" results.img
 
+# The emulator (tests/system/README.md, "The emulator"). The rig's build finds its
+# firmware (SeaBIOS, option ROMs) in Debian's qemu-system-x86 packages.
+case "${BUSPROF_QEMU:-}" in
+    system) QEMU_BIN=(qemu-system-x86_64) ;;
+    *) QEMU_BIN=("${BUSPROF_QEMU:-$BUILD_DIR/qemu/qemu-system-x86_64}" -L /usr/share/qemu -L /usr/share/seabios)
+       [ -x "${QEMU_BIN[0]}" ] \
+           || die "no QEMU at ${QEMU_BIN[0]}: run tests/system/qemu/build-qemu.sh (or set BUSPROF_QEMU=system)" ;;
+esac
 QTMO=${BUSPROF_QEMU_TIMEOUT:-900}
 STALL=${BUSPROF_STALL_TIMEOUT:-180}
-QEMU=(qemu-system-x86_64
+QEMU=("${QEMU_BIN[@]}"
     -accel "tcg,thread=${BUSPROF_QEMU_TCG:-multi}" -machine q35 -m "${BUSPROF_QEMU_MEM:-2048}"
     -smp "${BUSPROF_QEMU_SMP:-2}" -cpu "${BUSPROF_QEMU_CPU:-max,-avx,-avx2}"
     -nodefaults -no-reboot -display none -vga none
