@@ -251,9 +251,9 @@ guest_vcpus() { sed -n 's/.*busprof\.guestvcpus=\([0-9]*\).*/\1/p' /proc/cmdline
 #   has not shown it (tests/system/README.md, "Retries and the evidence for them").
 #   BUSPROF_GUEST_RETRIES=N retries a guest that died of a triple fault before its
 #   init ran, for diagnosis only; each retry is an `event` and noted in the detail.
-#   With RETRY_TRIPLE_FAULT=1 as well, a triple fault at any time is retried: the
-#   guests of two vCPUs' known bug, which the unpatched Xen shows without busprof
-#   (tests/system/README.md, "The guests' vCPUs").
+#   With RETRY_TRIPLE_FAULT=1 as well, a triple fault at any time is retried, also for
+#   diagnosis: Debian's own QEMU (BUSPROF_QEMU=system) kills guests of two vCPUs so
+#   (tests/system/README.md, "The emulator").
 run_guest() {
     local attempt=0 retries=${BUSPROF_GUEST_RETRIES:-0} note=""
     while :; do

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0-only
 # run_guest (lib-dom0.sh) against a made-up xl: a guest whose first attempt dies of
 # a triple fault after its init ran and whose second passes.  With
-# RETRY_TRIPLE_FAULT=1 (vcpus_phase's) it is run again, once, as a retry event,
+# RETRY_TRIPLE_FAULT=1 (a diagnosis knob) it is run again, once, as a retry event,
 # with RUN_GUEST_HOOK called for each attempt and RUN_GUEST_RETRY_HOOK before the
 # second, and passes; without it the triple fault fails the guest, unretried; and a
 # guest that dies without a triple fault is never retried.
