@@ -9,7 +9,7 @@
 #  2. a work tree ${BUSPROF_QEMU_WORK:-<repo>/build/qemu-work}: a copy of it with this
 #     directory's series applied by `patch -p1 -F0` (any fuzz or reject fails);
 #  3. configure --target-list=x86_64-softmmu --without-default-features, then
-#     ninja qemu-system-x86_64 (about 6 minutes on 2 cores);
+#     ninja qemu-system-x86_64 (about 4 minutes on 2 cores);
 #  4. copies the binary to ${BUSPROF_QEMU_OUT:-<repo>/build/qemu/qemu-system-x86_64}
 #     and prints that path last.
 #
