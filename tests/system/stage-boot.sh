@@ -29,7 +29,8 @@
 #   BUSPROF_XEN_TSC, BUSPROF_XEN_FPU (Xen options below; empty: left out).
 #   BUSPROF_QEMU: the emulator, by default the rig's build of Debian's QEMU with the
 #   fixes of tests/system/qemu/ (stage 0-qemu, build/qemu/qemu-system-x86_64);
-#   `system` runs Debian's own qemu-system-x86_64 instead, a path another binary.
+#   `system` runs Debian's own qemu-system-x86_64 instead, an absolute path another
+#   binary (run with Debian's firmware directories, as the rig's build is).
 #   The defaults keep clear of faults of this emulated machine that the
 #   unpatched Xen shows too (tests/system/README.md, "Known bug: xl crashes"):
 #   tasks' registers swapped under Xen's lazy FPU switch, a guest process
